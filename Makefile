@@ -1,0 +1,91 @@
+# schemagate — build, generate, test. Targets follow kubebuilder's layout.
+SHELL := /usr/bin/env bash -o pipefail
+.SHELLFLAGS := -ec
+
+IMG ?= schemagate/manager:dev
+BIN := $(CURDIR)/bin
+CONTROLLER_GEN := $(BIN)/controller-gen
+KUBECTL := $(BIN)/k8s/kubectl
+# Test timeout for the whole go test run (unit + envtest).
+TEST_TIMEOUT ?= 20m
+
+.PHONY: all
+all: build
+
+##@ Development
+
+$(CONTROLLER_GEN): hack/tools/go.mod hack/tools/go.sum
+	go -C hack/tools build -o $(CONTROLLER_GEN) sigs.k8s.io/controller-tools/cmd/controller-gen
+
+.PHONY: manifests
+manifests: $(CONTROLLER_GEN) ## Generate the CRD and RBAC manifests from the API and controller markers.
+	$(CONTROLLER_GEN) rbac:roleName=schemagate-manager crd paths="./..." \
+		output:crd:artifacts:config=config/crd/bases output:rbac:artifacts:config=config/rbac
+	go run ./hack/crdtrim config/crd/bases/*.yaml
+
+.PHONY: generate
+generate: $(CONTROLLER_GEN) ## Generate deepcopy functions.
+	$(CONTROLLER_GEN) object:headerFile="hack/boilerplate.go.txt" paths="./..."
+
+.PHONY: fmt
+fmt: ## go fmt.
+	go fmt ./...
+
+.PHONY: vet
+vet: ## go vet.
+	go vet ./...
+
+.PHONY: verify
+verify: manifests generate ## Fail when generated files are stale or Go files are unformatted.
+	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { echo "gofmt needed:"; gofmt -l $$(git ls-files '*.go'); exit 1; }
+	@git diff --exit-code -- config api || { echo "generated files are stale: run 'make manifests generate' and commit"; exit 1; }
+	@test -z "$$(git status --porcelain -- config api)" || { echo "untracked generated files:"; git status --porcelain -- config api; exit 1; }
+
+.PHONY: envtest-assets
+envtest-assets: ## Build etcd, kube-apiserver and kubectl from source (cached under bin/k8s).
+	hack/build-binaries.sh etcd kube-apiserver kubectl
+
+.PHONY: test
+test: manifests generate vet envtest-assets ## Unit tests and the envtest suite against a real kube-apiserver + etcd.
+	KUBEBUILDER_ASSETS=$(BIN)/k8s go test -timeout $(TEST_TIMEOUT) ./... -count=1
+
+.PHONY: bench
+bench: ## Benchmarks of the rollout planner (prints a table).
+	go test -run '^$$' -bench . -benchmem ./pkg/...
+
+##@ Build
+
+.PHONY: build
+build: ## Build the manager binary.
+	go build -o $(BIN)/manager ./cmd
+
+.PHONY: run
+run: manifests generate ## Run the manager against the cluster of the current kubeconfig.
+	go run ./cmd
+
+.PHONY: docker-build
+docker-build: ## Build the image (needs a Docker engine).
+	docker build -t $(IMG) .
+
+##@ Deployment
+
+.PHONY: install
+install: manifests ## Install the CRD into the cluster of the current kubeconfig.
+	kubectl apply --server-side -k config/crd
+
+.PHONY: uninstall
+uninstall: manifests ## Remove the CRD.
+	kubectl delete -k config/crd
+
+.PHONY: deploy
+deploy: manifests ## Deploy the manager (image $(IMG)).
+	cd config/manager && kubectl kustomize . >/dev/null
+	kubectl apply --server-side -k config/default
+
+.PHONY: undeploy
+undeploy: ## Remove the manager.
+	kubectl delete -k config/default
+
+.PHONY: help
+help: ## Show this help.
+	@awk 'BEGIN {FS = ":.*##"} /^[a-zA-Z_-]+:.*?##/ { printf "  %-16s %s\n", $$1, $$2 }' $(MAKEFILE_LIST)

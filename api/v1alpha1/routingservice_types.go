@@ -1,0 +1,373 @@
+package v1alpha1
+
+import (
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+)
+
+// RoutingServiceSpec is the desired state of a RoutingService: a routing binary, the database
+// schema version it needs, the migration that brings the database there, and the region shards it
+// is promoted through, in order.
+type RoutingServiceSpec struct {
+	// template is the pod template of the routing binary, as in a Deployment. schemagate adds the
+	// labels schemagate.io/name, schemagate.io/shard and schemagate.io/revision and merges each
+	// shard's nodeSelector into it. Every container must name an image.
+	// +required
+	// +kubebuilder:validation:XValidation:rule="size(self.spec.containers) > 0",message="spec.template.spec.containers must not be empty"
+	// +kubebuilder:validation:XValidation:rule="self.spec.containers.all(c, has(c.image) && size(c.image) > 0)",message="spec.template.spec.containers[].image must not be empty",fieldPath=".spec.containers"
+	Template corev1.PodTemplateSpec `json:"template"`
+
+	// schema declares the database schema version the template requires and the migration Job
+	// that brings the database to it. No pod of a revision runs before its schema is confirmed by
+	// the success of that Job.
+	// +required
+	Schema SchemaSpec `json:"schema"`
+
+	// shards are the region shards, in promotion order. A revision is promoted in shards[0] first,
+	// then, once that shard is fully available and baked, in shards[1], and so on.
+	// Between 1 and 50 shards; names are unique.
+	// +required
+	// +listType=map
+	// +listMapKey=name
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=50
+	Shards []ShardSpec `json:"shards"`
+
+	// strategy tunes how a revision is promoted within and across shards.
+	// +optional
+	// +kubebuilder:default={}
+	Strategy RolloutStrategy `json:"strategy,omitempty"`
+
+	// paused stops all promotion while true: nothing is scaled, no migration Job is started, and
+	// what serves keeps serving. Set it declaratively (it survives GitOps self-heal).
+	// +optional
+	Paused bool `json:"paused,omitempty"`
+}
+
+// SchemaSpec is the schema version a revision requires and how to reach it.
+type SchemaSpec struct {
+	// version is the schema version the template requires: a dotted numeric string ("9",
+	// "2026.10.1"), compared segment by segment as numbers, so "9" < "10" and
+	// "2026.9.30" < "2026.10.1". Migrations are expand-only: a template runs on any schema at or
+	// above its version, so lowering version never runs a migration.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:Pattern=`^[0-9]+(\.[0-9]+)*$`
+	Version string `json:"version"`
+
+	// migration is the Job that brings the database up to version. It runs exactly once per
+	// version and attempt, before any pod of the revision.
+	// +required
+	Migration MigrationSpec `json:"migration"`
+}
+
+// MigrationSpec describes the migration Job.
+type MigrationSpec struct {
+	// template is the migration Job's pod template. restartPolicy must be Never or OnFailure
+	// (a Job rule). The container receives SCHEMAGATE_SCHEMA_VERSION in its environment.
+	// +required
+	// +kubebuilder:validation:XValidation:rule="has(self.spec.restartPolicy) && self.spec.restartPolicy in ['Never', 'OnFailure']",message="spec.schema.migration.template.spec.restartPolicy must be Never or OnFailure",fieldPath=".spec.restartPolicy"
+	// +kubebuilder:validation:XValidation:rule="size(self.spec.containers) > 0 && self.spec.containers.all(c, has(c.image) && size(c.image) > 0)",message="spec.schema.migration.template.spec.containers[].image must not be empty",fieldPath=".spec.containers"
+	Template corev1.PodTemplateSpec `json:"template"`
+
+	// backoffLimit is the number of retries of the migration pod before the Job fails
+	// (the Job's backoffLimit). Default 2.
+	// +optional
+	// +kubebuilder:default=2
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=20
+	BackoffLimit *int32 `json:"backoffLimit,omitempty"`
+
+	// activeDeadlineSeconds bounds the migration, in seconds from the Job's creation. It is set on
+	// the Job, and schemagate enforces it itself too, so a migration whose pod never starts (image
+	// pull failure, unschedulable) still ends (scenario S-04). Default 600.
+	// +optional
+	// +kubebuilder:default=600
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=86400
+	ActiveDeadlineSeconds *int64 `json:"activeDeadlineSeconds,omitempty"`
+}
+
+// ShardSpec is one region shard.
+type ShardSpec struct {
+	// name identifies the shard: a DNS label of at most 20 characters, unique in spec.shards.
+	// It appears in ReplicaSet names (<routingservice>-<shard>-<hash>) and labels.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=20
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
+	Name string `json:"name"`
+
+	// replicas is the number of pods the shard runs (>= 0).
+	// +required
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=10000
+	Replicas int32 `json:"replicas"`
+
+	// nodeSelector is merged into the pod template's nodeSelector for this shard's pods, so that
+	// they stay in its region, e.g. {"topology.kubernetes.io/region": "us-east-1"}. It wins over the
+	// template's own entry for the same key.
+	// +optional
+	NodeSelector map[string]string `json:"nodeSelector,omitempty"`
+}
+
+// FailurePolicy says what happens when a shard misses its progress deadline.
+// +kubebuilder:validation:Enum=Rollback;Halt
+type FailurePolicy string
+
+const (
+	// FailurePolicyRollback returns every shard the failed revision touched to the stable revision,
+	// scaling the stable ReplicaSet up before the failed one down.
+	FailurePolicyRollback FailurePolicy = "Rollback"
+	// FailurePolicyHalt stops where the rollout is and touches nothing more.
+	FailurePolicyHalt FailurePolicy = "Halt"
+)
+
+// RolloutStrategy tunes promotion. maxSurge and maxUnavailable have Deployment semantics within
+// a shard: a percentage of the shard's replicas, surge rounded up and unavailable rounded down.
+// +kubebuilder:validation:XValidation:rule="!((self.maxSurge == 0 || self.maxSurge == '0%') && (self.maxUnavailable == 0 || self.maxUnavailable == '0%'))",message="spec.strategy.maxSurge and spec.strategy.maxUnavailable must not both be 0"
+type RolloutStrategy struct {
+	// maxSurge is how many pods above a shard's replicas may exist during its step: a number or a
+	// percentage of replicas (rounded up). Default 25%.
+	// +optional
+	// +kubebuilder:default="25%"
+	// +kubebuilder:validation:XIntOrString
+	// +kubebuilder:validation:XValidation:rule="type(self) == int ? self >= 0 : self.matches('^[0-9]+%$')",message="spec.strategy.maxSurge must be a non-negative number or percentage"
+	MaxSurge *intstr.IntOrString `json:"maxSurge,omitempty"`
+
+	// maxUnavailable is how many of a shard's replicas may be unavailable during its step because
+	// of schemagate: a number or a percentage of replicas (rounded down). Default 0.
+	// +optional
+	// +kubebuilder:default=0
+	// +kubebuilder:validation:XIntOrString
+	// +kubebuilder:validation:XValidation:rule="type(self) == int ? self >= 0 : self.matches('^[0-9]+%$')",message="spec.strategy.maxUnavailable must be a non-negative number or percentage"
+	MaxUnavailable *intstr.IntOrString `json:"maxUnavailable,omitempty"`
+
+	// minReadySeconds is how long, in seconds, a new pod must be ready before it counts as
+	// available (the ReplicaSet's minReadySeconds). Default 0.
+	// +optional
+	// +kubebuilder:default=0
+	// +kubebuilder:validation:Minimum=0
+	MinReadySeconds int32 `json:"minReadySeconds"`
+
+	// bakeSeconds is how long, in seconds, a shard must stay fully promoted and available before
+	// the next shard starts, counted from the moment it was complete. Default 60.
+	// +optional
+	// +kubebuilder:default=60
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=86400
+	BakeSeconds int32 `json:"bakeSeconds"`
+
+	// progressDeadlineSeconds bounds each shard's step, in seconds from its start (kept in
+	// status.shards[].stepStartTime): a shard not fully available by then fails the rollout under
+	// failurePolicy. Default 600.
+	// +optional
+	// +kubebuilder:default=600
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=86400
+	ProgressDeadlineSeconds int32 `json:"progressDeadlineSeconds"`
+
+	// failurePolicy decides what a failed shard step does: Rollback (default) returns every shard
+	// the revision touched to status.stableRevision; Halt stops and touches nothing more.
+	// +optional
+	// +kubebuilder:default=Rollback
+	FailurePolicy FailurePolicy `json:"failurePolicy,omitempty"`
+
+	// revisionHistoryLimit is how many scaled-down old ReplicaSets each shard keeps for rollback.
+	// Default 2.
+	// +optional
+	// +kubebuilder:default=2
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=100
+	RevisionHistoryLimit int32 `json:"revisionHistoryLimit"`
+}
+
+// SchemaStatus reports the schema gate.
+type SchemaStatus struct {
+	// requiredVersion is spec.schema.version as last observed.
+	// +optional
+	RequiredVersion string `json:"requiredVersion,omitempty"`
+
+	// confirmedVersion is the highest schema version confirmed by the success of a migration Job
+	// that this RoutingService owns. It is read back from those Jobs on every reconcile, never
+	// trusted from this field, an annotation, or another object (scenario S-03).
+	// +optional
+	ConfirmedVersion string `json:"confirmedVersion,omitempty"`
+
+	// migrationJob is the name of the current (or last) migration Job.
+	// +optional
+	MigrationJob string `json:"migrationJob,omitempty"`
+
+	// attempt is the attempt number of migrationJob for requiredVersion, from 1.
+	// +optional
+	Attempt int32 `json:"attempt,omitempty"`
+
+	// startTime is when migrationJob was created.
+	// +optional
+	StartTime *metav1.Time `json:"startTime,omitempty"`
+
+	// completionTime is when migrationJob succeeded or failed.
+	// +optional
+	CompletionTime *metav1.Time `json:"completionTime,omitempty"`
+}
+
+// ShardStep is where a shard is in the promotion of the update revision.
+type ShardStep string
+
+const (
+	// ShardStepPending: not started; the shard serves what it served.
+	ShardStepPending ShardStep = "Pending"
+	// ShardStepProgressing: the update revision's ReplicaSet is scaling up and old ones down.
+	ShardStepProgressing ShardStep = "Progressing"
+	// ShardStepBaking: fully promoted and available; waiting bakeSeconds before the next shard.
+	ShardStepBaking ShardStep = "Baking"
+	// ShardStepPromoted: the update revision serves the whole shard.
+	ShardStepPromoted ShardStep = "Promoted"
+	// ShardStepFailed: the step missed its progress deadline.
+	ShardStepFailed ShardStep = "Failed"
+	// ShardStepRollingBack: returning to the stable revision after a failure.
+	ShardStepRollingBack ShardStep = "RollingBack"
+	// ShardStepRolledBack: back on the stable revision after a failure.
+	ShardStepRolledBack ShardStep = "RolledBack"
+)
+
+// ShardStatus reports one shard.
+type ShardStatus struct {
+	// name is the shard's name.
+	Name string `json:"name"`
+	// revision is the revision serving the shard: the one with the most available replicas.
+	// +optional
+	Revision string `json:"revision,omitempty"`
+	// replicas is the shard's desired replicas.
+	Replicas int32 `json:"replicas"`
+	// updatedReplicas are pods of status.updateRevision (ReplicaSet status.replicas).
+	Updated int32 `json:"updatedReplicas"`
+	// readyReplicas are ready pods of any revision in the shard.
+	Ready int32 `json:"readyReplicas"`
+	// availableReplicas are available pods of any revision in the shard.
+	Available int32 `json:"availableReplicas"`
+	// step is the shard's step in the promotion of status.updateRevision.
+	Step ShardStep `json:"step"`
+	// stepRevision is the revision step refers to.
+	// +optional
+	StepRevision string `json:"stepRevision,omitempty"`
+	// stepStartTime is when step began; the progress deadline and bake are measured from it.
+	// +optional
+	StepStartTime *metav1.Time `json:"stepStartTime,omitempty"`
+}
+
+// Condition types of a RoutingService. Ready, Reconciling and Stalled follow the kstatus
+// conventions that Flux, Helm and kubectl wait read; SchemaReady and Available are domain conditions.
+const (
+	// ConditionReady is True when the spec's generation is fully promoted in every shard and available.
+	ConditionReady = "Ready"
+	// ConditionReconciling is True while the controller works towards the spec (migrating, promoting).
+	ConditionReconciling = "Reconciling"
+	// ConditionStalled is True when progress needs a human: migration failed, progress deadline exceeded.
+	ConditionStalled = "Stalled"
+	// ConditionSchemaReady is True when the required schema version is confirmed by a migration Job.
+	ConditionSchemaReady = "SchemaReady"
+	// ConditionAvailable is True when every shard has at least replicas - maxUnavailable available pods.
+	ConditionAvailable = "Available"
+)
+
+// Condition reasons. Each is a CamelCase constant, as Kubernetes conventions ask.
+const (
+	ReasonRolloutComplete            = "RolloutComplete"
+	ReasonMigrating                  = "Migrating"
+	ReasonMigrationPending           = "MigrationPending"
+	ReasonMigrationFailed            = "MigrationFailed"
+	ReasonMigrationDeadline          = "MigrationDeadlineExceeded"
+	ReasonMigrationJobConflict       = "MigrationJobConflict"
+	ReasonSchemaConfirmed            = "SchemaConfirmed"
+	ReasonShardProgressing           = "ShardProgressing"
+	ReasonShardBaking                = "ShardBaking"
+	ReasonProgressDeadlineExceeded   = "ProgressDeadlineExceeded"
+	ReasonRollingBack                = "RollingBack"
+	ReasonPaused                     = "Paused"
+	ReasonMinimumReplicasAvailable   = "MinimumReplicasAvailable"
+	ReasonMinimumReplicasUnavailable = "MinimumReplicasUnavailable"
+	ReasonReconciled                 = "Reconciled"
+	ReasonWaitingForSchema           = "WaitingForSchema"
+)
+
+// RoutingServiceStatus is the observed state of a RoutingService.
+type RoutingServiceStatus struct {
+	// observedGeneration is the metadata.generation this status was computed for.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+
+	// stableRevision is the last revision fully promoted in every shard: the last-known-good that
+	// a rollback returns to.
+	// +optional
+	StableRevision string `json:"stableRevision,omitempty"`
+
+	// updateRevision is the revision of the current spec (a hash of the template, the schema
+	// version and the shards' nodeSelectors).
+	// +optional
+	UpdateRevision string `json:"updateRevision,omitempty"`
+
+	// failedRevision is the revision whose rollout failed; it is not retried until the spec changes.
+	// +optional
+	FailedRevision string `json:"failedRevision,omitempty"`
+
+	// schema reports the schema gate.
+	// +optional
+	Schema SchemaStatus `json:"schema,omitempty"`
+
+	// shards reports each shard, in spec order.
+	// +optional
+	// +listType=map
+	// +listMapKey=name
+	Shards []ShardStatus `json:"shards,omitempty"`
+
+	// promotedShards is "<promoted>/<total>" for the update revision, for printer columns.
+	// +optional
+	PromotedShards string `json:"promotedShards,omitempty"`
+
+	// conditions: Ready, Reconciling, Stalled, SchemaReady, Available, each with the generation it
+	// describes in observedGeneration.
+	// +optional
+	// +listType=map
+	// +listMapKey=type
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+}
+
+// RoutingService runs a routing binary in region shards, migrating its database schema first and
+// promoting each new revision one shard at a time.
+//
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:shortName=rsvc,categories=schemagate
+// +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
+// +kubebuilder:printcolumn:name="Reason",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].reason`
+// +kubebuilder:printcolumn:name="Schema",type=string,JSONPath=`.status.schema.confirmedVersion`,description="Confirmed schema version"
+// +kubebuilder:printcolumn:name="Required",type=string,JSONPath=`.spec.schema.version`,description="Required schema version"
+// +kubebuilder:printcolumn:name="Shards",type=string,JSONPath=`.status.promotedShards`,description="Shards promoted/total"
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+// +kubebuilder:validation:XValidation:rule="size(self.metadata.name) <= 40",message="metadata.name must be at most 40 characters (it prefixes ReplicaSet and Job names)"
+type RoutingService struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// spec is the desired state.
+	// +required
+	Spec RoutingServiceSpec `json:"spec"`
+	// status is the observed state, written by the controller.
+	// +optional
+	Status RoutingServiceStatus `json:"status,omitempty"`
+}
+
+// RoutingServiceList is a list of RoutingService.
+// +kubebuilder:object:root=true
+type RoutingServiceList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []RoutingService `json:"items"`
+}
+
+func init() {
+	SchemeBuilder.Register(&RoutingService{}, &RoutingServiceList{})
+}

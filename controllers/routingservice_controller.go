@@ -1,0 +1,94 @@
+// Package controllers holds the RoutingService reconciler. The decisions live in the pure planner
+// (pkg/rollout); this package gathers what the planner reads, applies what it decides, and writes
+// the status it computes.
+package controllers
+
+import (
+	"context"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	batchv1 "k8s.io/api/batch/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/utils/clock"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/recorder"
+
+	routingv1alpha1 "github.com/schemagate/schemagate/api/v1alpha1"
+	"github.com/schemagate/schemagate/pkg/rollout"
+)
+
+// RoutingServiceReconciler reconciles RoutingService objects.
+type RoutingServiceReconciler struct {
+	client.Client
+	// Recorder records an Event for every transition the planner reports.
+	Recorder recorder.EventRecorder
+	// Clock is the planner's clock; tests inject a fake one.
+	Clock clock.PassiveClock
+}
+
+// +kubebuilder:rbac:groups=routing.schemagate.io,resources=routingservices,verbs=get;list;watch
+// +kubebuilder:rbac:groups=routing.schemagate.io,resources=routingservices/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=apps,resources=replicasets,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups=batch,resources=jobs,verbs=get;list;watch;create
+// +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
+
+// Reconcile is the skeleton every reconcile follows: get the RoutingService (gone → nothing to do;
+// owner references let the garbage collector remove its ReplicaSets and Jobs), gather what it owns,
+// ask the planner, apply the plan, write the status if it changed, record Events.
+//
+// Errors returned are retryable API errors (controller-runtime requeues with backoff); a user's
+// mistakes never come back as errors, they are in the status conditions.
+func (r *RoutingServiceReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	log := logf.FromContext(ctx)
+
+	rsvc := &routingv1alpha1.RoutingService{}
+	if err := r.Get(ctx, req.NamespacedName, rsvc); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	if !rsvc.DeletionTimestamp.IsZero() {
+		return ctrl.Result{}, nil
+	}
+
+	observed, err := r.observe(ctx, rsvc)
+	if err != nil {
+		// Reading the cluster failed: do nothing, and try again with backoff.
+		return ctrl.Result{}, err
+	}
+	plan := rollout.Compute(observed)
+
+	applyErr := r.apply(ctx, rsvc, plan.Actions)
+	if applyErr != nil && !apierrors.IsConflict(applyErr) && !apierrors.IsAlreadyExists(applyErr) {
+		return ctrl.Result{}, applyErr
+	}
+	if err := r.writeStatus(ctx, rsvc, plan.Status); err != nil {
+		return ctrl.Result{}, err
+	}
+	r.recordEvents(rsvc, plan.Events)
+
+	if applyErr != nil {
+		// A stale cache or a concurrent writer: look again shortly, with fresh objects.
+		log.V(1).Info("requeue after a conflicting write", "error", applyErr.Error())
+		return ctrl.Result{RequeueAfter: time.Second}, nil
+	}
+	return ctrl.Result{RequeueAfter: plan.RequeueAfter}, nil
+}
+
+// SetupWithManager registers the controller. It wakes on spec, label and annotation changes of a
+// RoutingService (not on its own status writes) and on any change of the ReplicaSets and Jobs it
+// controls, so deadlines are the only reason to requeue.
+func (r *RoutingServiceReconciler) SetupWithManager(mgr ctrl.Manager) error {
+	return ctrl.NewControllerManagedBy(mgr).
+		For(&routingv1alpha1.RoutingService{}, builder.WithPredicates(predicate.Or(
+			predicate.GenerationChangedPredicate{}, predicate.LabelChangedPredicate{}, predicate.AnnotationChangedPredicate{}))).
+		Owns(&appsv1.ReplicaSet{}).
+		Owns(&batchv1.Job{}).
+		WithOptions(controller.Options{MaxConcurrentReconciles: 4}).
+		Named("routingservice").
+		Complete(r)
+}

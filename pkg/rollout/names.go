@@ -1,0 +1,69 @@
+package rollout
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+
+	"k8s.io/apimachinery/pkg/util/rand"
+
+	routingv1alpha1 "github.com/schemagate/schemagate/api/v1alpha1"
+)
+
+// Labels schemagate puts on the ReplicaSets, Jobs and pod templates it creates. The manager's
+// cache selects on LabelManagedBy, so its memory grows with schemagate's objects only.
+const (
+	LabelManagedBy     = "app.kubernetes.io/managed-by"
+	ManagedByValue     = "schemagate"
+	LabelComponent     = "app.kubernetes.io/component"
+	ComponentRouting   = "routing"
+	ComponentMigration = "migration"
+	LabelName          = "schemagate.io/name"
+	LabelShard         = "schemagate.io/shard"
+	LabelRevision      = "schemagate.io/revision"
+	LabelSchemaVersion = "schemagate.io/schema-version"
+	LabelAttempt       = "schemagate.io/migration-attempt"
+
+	// EnvSchemaVersion is set in every migration container to spec.schema.version.
+	EnvSchemaVersion = "SCHEMAGATE_SCHEMA_VERSION"
+)
+
+// Revision identifies a spec's routing pods: a 10-character hash of spec.template,
+// spec.schema.version and every shard's nodeSelector (the parts that end up in a shard's pod
+// template). Replicas, strategy and migration settings are not part of it, so changing them starts
+// no new revision.
+func Revision(spec *routingv1alpha1.RoutingServiceSpec) string {
+	selectors := make([]map[string]string, 0, len(spec.Shards))
+	for _, s := range spec.Shards {
+		selectors = append(selectors, s.NodeSelector)
+	}
+	return shortHash(struct {
+		Template  any                 `json:"t"`
+		Version   string              `json:"v"`
+		Selectors []map[string]string `json:"s"`
+	}{spec.Template, spec.Schema.Version, selectors})
+}
+
+// ReplicaSetName is <routingservice>-<shard>-<revision>, at most 40+1+20+1+10 = 72 characters.
+func ReplicaSetName(rsvcName, shard, revision string) string {
+	return fmt.Sprintf("%s-%s-%s", rsvcName, shard, revision)
+}
+
+// MigrationJobName is <routingservice>-schema-<hash of version>-<attempt>, at most 63 characters
+// (a Job's name becomes a label value). The name is deterministic, so a second create of the same
+// (version, attempt) gets AlreadyExists instead of a second migration (scenario S-10).
+func MigrationJobName(rsvcName, version string, attempt int32) string {
+	return fmt.Sprintf("%s-schema-%s-%d", rsvcName, shortHash(version)[:8], attempt)
+}
+
+func shortHash(v any) string {
+	b, err := json.Marshal(v)
+	if err != nil {
+		// Marshalling API types cannot fail; a panic here is a programming error.
+		panic(err)
+	}
+	sum := sha256.Sum256(b)
+	// Ten characters from an alphabet without vowels, as Kubernetes' pod-template-hash uses.
+	return rand.SafeEncodeString(hex.EncodeToString(sum[:5]))
+}

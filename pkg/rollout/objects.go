@@ -1,0 +1,122 @@
+package rollout
+
+import (
+	"maps"
+	"strconv"
+
+	appsv1 "k8s.io/api/apps/v1"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	routingv1alpha1 "github.com/schemagate/schemagate/api/v1alpha1"
+)
+
+func controllerRef(rsvc *routingv1alpha1.RoutingService) metav1.OwnerReference {
+	return *metav1.NewControllerRef(rsvc, routingv1alpha1.GroupVersion.WithKind("RoutingService"))
+}
+
+// ReplicaSetLabels are the labels and selector of a shard's ReplicaSet of a revision.
+func ReplicaSetLabels(rsvcName, shard, revision string) map[string]string {
+	return map[string]string{
+		LabelManagedBy: ManagedByValue,
+		LabelComponent: ComponentRouting,
+		LabelName:      rsvcName,
+		LabelShard:     shard,
+		LabelRevision:  revision,
+	}
+}
+
+// NewReplicaSet builds the ReplicaSet of revision in shard: spec.template with the shard's
+// nodeSelector merged in (the shard's entries win), schemagate's labels, minReadySeconds from the
+// strategy, and a controller reference to rsvc.
+func NewReplicaSet(rsvc *routingv1alpha1.RoutingService, shard routingv1alpha1.ShardSpec, revision string, replicas int32) *appsv1.ReplicaSet {
+	labels := ReplicaSetLabels(rsvc.Name, shard.Name, revision)
+	tmpl := *rsvc.Spec.Template.DeepCopy()
+	tmpl.Labels = mergeLabels(tmpl.Labels, labels)
+	if len(shard.NodeSelector) > 0 {
+		if tmpl.Spec.NodeSelector == nil {
+			tmpl.Spec.NodeSelector = map[string]string{}
+		}
+		maps.Copy(tmpl.Spec.NodeSelector, shard.NodeSelector)
+	}
+	return &appsv1.ReplicaSet{
+		ObjectMeta: metav1.ObjectMeta{
+			Name:            ReplicaSetName(rsvc.Name, shard.Name, revision),
+			Namespace:       rsvc.Namespace,
+			Labels:          maps.Clone(labels),
+			Annotations:     map[string]string{annotationSchemaVersion: rsvc.Spec.Schema.Version},
+			OwnerReferences: []metav1.OwnerReference{controllerRef(rsvc)},
+		},
+		Spec: appsv1.ReplicaSetSpec{
+			Replicas:        ptr.To(replicas),
+			MinReadySeconds: rsvc.Spec.Strategy.MinReadySeconds,
+			Selector:        &metav1.LabelSelector{MatchLabels: labels},
+			Template:        tmpl,
+		},
+	}
+}
+
+// annotationSchemaVersion records, on each ReplicaSet, the schema version its revision requires;
+// the invariant checker reads it (I1).
+const annotationSchemaVersion = "schemagate.io/requires-schema"
+
+// RequiredSchema returns the schema version a schemagate ReplicaSet's revision requires.
+func RequiredSchema(rs *appsv1.ReplicaSet) string { return rs.Annotations[annotationSchemaVersion] }
+
+// NewMigrationJob builds the migration Job for (version, attempt): the migration pod template
+// with schemagate's labels, SCHEMAGATE_SCHEMA_VERSION in every container, backoffLimit and
+// activeDeadlineSeconds from the spec, no TTL (the Job is kept for its logs and as the evidence
+// that confirms the version), and a controller reference to rsvc.
+func NewMigrationJob(rsvc *routingv1alpha1.RoutingService, version string, attempt int32) *batchv1.Job {
+	m := rsvc.Spec.Schema.Migration
+	labels := map[string]string{
+		LabelManagedBy:     ManagedByValue,
+		LabelComponent:     ComponentMigration,
+		LabelName:          rsvc.Name,
+		LabelSchemaVersion: version,
+		LabelAttempt:       strconv.Itoa(int(attempt)),
+	}
+	tmpl := *m.Template.DeepCopy()
+	tmpl.Labels = mergeLabels(tmpl.Labels, labels)
+	for i := range tmpl.Spec.InitContainers {
+		tmpl.Spec.InitContainers[i].Env = append(tmpl.Spec.InitContainers[i].Env, corev1.EnvVar{Name: EnvSchemaVersion, Value: version})
+	}
+	for i := range tmpl.Spec.Containers {
+		tmpl.Spec.Containers[i].Env = append(tmpl.Spec.Containers[i].Env, corev1.EnvVar{Name: EnvSchemaVersion, Value: version})
+	}
+	backoff := ptr.To(int32(2))
+	if m.BackoffLimit != nil {
+		backoff = ptr.To(*m.BackoffLimit)
+	}
+	return &batchv1.Job{
+		ObjectMeta: metav1.ObjectMeta{
+			Name:            MigrationJobName(rsvc.Name, version, attempt),
+			Namespace:       rsvc.Namespace,
+			Labels:          maps.Clone(labels),
+			OwnerReferences: []metav1.OwnerReference{controllerRef(rsvc)},
+		},
+		Spec: batchv1.JobSpec{
+			BackoffLimit:          backoff,
+			ActiveDeadlineSeconds: ptr.To(migrationDeadlineSeconds(rsvc)),
+			Template:              tmpl,
+		},
+	}
+}
+
+func migrationDeadlineSeconds(rsvc *routingv1alpha1.RoutingService) int64 {
+	if d := rsvc.Spec.Schema.Migration.ActiveDeadlineSeconds; d != nil {
+		return *d
+	}
+	return 600
+}
+
+func mergeLabels(user, ours map[string]string) map[string]string {
+	out := maps.Clone(user)
+	if out == nil {
+		out = map[string]string{}
+	}
+	maps.Copy(out, ours)
+	return out
+}

@@ -1,0 +1,82 @@
+package rollout
+
+import (
+	"fmt"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	batchv1 "k8s.io/api/batch/v1"
+
+	routingv1alpha1 "github.com/schemagate/schemagate/api/v1alpha1"
+)
+
+// Observed is everything the planner reads: the RoutingService as stored (spec and last status),
+// the ReplicaSets and Jobs labelled with its name, and the clock. The planner itself keeps only
+// the objects whose controller reference is this RoutingService.
+type Observed struct {
+	RoutingService *routingv1alpha1.RoutingService
+	ReplicaSets    []*appsv1.ReplicaSet
+	Jobs           []*batchv1.Job
+	Now            time.Time
+}
+
+// ActionKind names a change to the cluster.
+type ActionKind string
+
+const (
+	CreateReplicaSet ActionKind = "CreateReplicaSet"
+	ScaleReplicaSet  ActionKind = "ScaleReplicaSet"
+	DeleteReplicaSet ActionKind = "DeleteReplicaSet"
+	CreateJob        ActionKind = "CreateJob"
+)
+
+// Action is one intended change. The reconciler applies actions in order and stops at the first
+// error; each action is safe on its own, so a partial apply never breaks an invariant.
+type Action struct {
+	Kind ActionKind
+	// ReplicaSet is the object to create, or the observed object to scale or delete.
+	ReplicaSet *appsv1.ReplicaSet
+	// Replicas is the new spec.replicas for ScaleReplicaSet.
+	Replicas int32
+	// Job is the Job to create.
+	Job *batchv1.Job
+	// Note says why, for logs and golden tests.
+	Note string
+}
+
+func (a Action) String() string {
+	switch a.Kind {
+	case CreateJob:
+		return fmt.Sprintf("%s %s: %s", a.Kind, a.Job.Name, a.Note)
+	case ScaleReplicaSet:
+		return fmt.Sprintf("%s %s %d→%d: %s", a.Kind, a.ReplicaSet.Name, replicasOf(a.ReplicaSet), a.Replicas, a.Note)
+	case CreateReplicaSet:
+		return fmt.Sprintf("%s %s replicas=%d: %s", a.Kind, a.ReplicaSet.Name, replicasOf(a.ReplicaSet), a.Note)
+	default:
+		return fmt.Sprintf("%s %s: %s", a.Kind, a.ReplicaSet.Name, a.Note)
+	}
+}
+
+// Event is a Kubernetes Event to record on the RoutingService for a transition.
+type Event struct {
+	Warning bool
+	Reason  string
+	Message string
+}
+
+// Plan is the planner's answer: the actions to apply, the status to write (written only when it
+// differs from the stored one), the Events of the transitions, and when to look again if no watch
+// event comes first (0: only on watch events).
+type Plan struct {
+	Actions      []Action
+	Status       routingv1alpha1.RoutingServiceStatus
+	Events       []Event
+	RequeueAfter time.Duration
+}
+
+func replicasOf(rs *appsv1.ReplicaSet) int32 {
+	if rs.Spec.Replicas == nil {
+		return 1
+	}
+	return *rs.Spec.Replicas
+}

@@ -1,0 +1,100 @@
+package rollout
+
+import (
+	"fmt"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	routingv1alpha1 "github.com/schemagate/schemagate/api/v1alpha1"
+)
+
+// promote walks the shards in spec order and advances the first one that is not yet promoted for
+// the update revision; the shards after it are not touched. For that shard:
+//
+//	Pending     → Progressing (stepStartTime = now), and rolling steps begin
+//	Progressing → Baking once the update revision alone serves it, fully available
+//	              → Failed if progressDeadlineSeconds pass first (then failurePolicy applies)
+//	Baking      → Promoted bakeSeconds after it was complete (back to Progressing if it stops
+//	              being complete meanwhile)
+//
+// A Promoted shard whose counts drift (replicas changed, pods lost) is stepped back towards the
+// spec without blocking the shards after it. Promoting the stable revision itself (a revert)
+// skips the bake: it is the last-known-good.
+func (p *planner) promote() {
+	strategy := p.rsvc.Spec.Strategy
+	bake := time.Duration(strategy.BakeSeconds) * time.Second
+	deadline := time.Duration(strategy.ProgressDeadlineSeconds) * time.Second
+	if deadline <= 0 {
+		deadline = 600 * time.Second
+	}
+	for _, shard := range p.rsvc.Spec.Shards {
+		ss := p.shardStatus(shard.Name)
+		set := p.set(shard.Name)
+		b := p.budget(shard)
+		complete := set.complete(p.update, shard.Replicas)
+
+		switch ss.Step {
+		case routingv1alpha1.ShardStepPromoted:
+			if !complete {
+				p.rollTowards(shard, p.update, b, "promoted shard drifted from its spec")
+			}
+			continue
+		case routingv1alpha1.ShardStepBaking:
+			if !complete {
+				p.stepTo(ss, routingv1alpha1.ShardStepProgressing)
+				p.event(true, "ShardRegressed", "shard %s stopped being fully available while baking revision %s", shard.Name, p.update)
+				break
+			}
+			end := ss.StepStartTime.Add(bake)
+			if !p.now.Before(end) {
+				p.stepTo(ss, routingv1alpha1.ShardStepPromoted)
+				p.event(false, "ShardPromoted", "shard %s promoted to revision %s", shard.Name, p.update)
+				continue
+			}
+			p.setActivity(routingv1alpha1.ReasonShardBaking, fmt.Sprintf("shard %s is fully on revision %s and bakes until %s", shard.Name, p.update, end.UTC().Format(time.RFC3339)))
+			p.requeueAt(end)
+			return
+		}
+
+		// Pending or Progressing (or a Failed step of a revision being tried again).
+		if complete {
+			if p.update == p.status.StableRevision || bake == 0 {
+				p.stepTo(ss, routingv1alpha1.ShardStepPromoted)
+				p.event(false, "ShardPromoted", "shard %s promoted to revision %s", shard.Name, p.update)
+				continue
+			}
+			p.stepTo(ss, routingv1alpha1.ShardStepBaking)
+			p.event(false, "ShardBaking", "shard %s is fully on revision %s; baking for %ds", shard.Name, p.update, strategy.BakeSeconds)
+			p.setActivity(routingv1alpha1.ReasonShardBaking, fmt.Sprintf("shard %s is fully on revision %s and bakes for %ds", shard.Name, p.update, strategy.BakeSeconds))
+			p.requeueAt(p.now.Add(bake))
+			return
+		}
+		if ss.Step != routingv1alpha1.ShardStepProgressing {
+			p.stepTo(ss, routingv1alpha1.ShardStepProgressing)
+			p.event(false, "ShardStarted", "shard %s started promoting revision %s", shard.Name, p.update)
+		}
+		due := ss.StepStartTime.Add(deadline)
+		if !p.now.Before(due) {
+			p.fail(ss)
+			return
+		}
+		p.rollTowards(shard, p.update, b, "promote")
+		p.setActivity(routingv1alpha1.ReasonShardProgressing, fmt.Sprintf("shard %s is promoting revision %s (deadline %s)", shard.Name, p.update, due.UTC().Format(time.RFC3339)))
+		p.requeueAt(due)
+		return
+	}
+}
+
+func (p *planner) stepTo(ss *routingv1alpha1.ShardStatus, step routingv1alpha1.ShardStep) {
+	ss.Step = step
+	ss.StepStartTime = &metav1.Time{Time: p.now}
+}
+
+// fail marks the update revision failed at shard and applies the failure policy at once.
+func (p *planner) fail(ss *routingv1alpha1.ShardStatus) {
+	p.stepTo(ss, routingv1alpha1.ShardStepFailed)
+	p.status.FailedRevision = p.update
+	p.event(true, routingv1alpha1.ReasonProgressDeadlineExceeded, "%s; failurePolicy %s applies", p.failedShardMessage(), p.rsvc.Spec.Strategy.FailurePolicy)
+	p.handleFailure()
+}

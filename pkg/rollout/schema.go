@@ -1,0 +1,165 @@
+package rollout
+
+import (
+	"fmt"
+	"sort"
+	"strconv"
+	"time"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	routingv1alpha1 "github.com/schemagate/schemagate/api/v1alpha1"
+	"github.com/schemagate/schemagate/pkg/schemaversion"
+)
+
+// migrationGrace is how long past activeDeadlineSeconds schemagate waits for the Job controller
+// to fail a migration Job by itself before it declares the deadline exceeded on its own (S-04:
+// a pod that never starts must still end in bounded time).
+const migrationGrace = 30 * time.Second
+
+// ownedJob is a migration Job that counts as evidence: controlled by this RoutingService and named
+// exactly as MigrationJobName(version, attempt) from its own labels, so neither a Job of another
+// RoutingService nor an edited label can confirm a version (scenario S-03).
+type ownedJob struct {
+	job     *batchv1.Job
+	version string
+	attempt int32
+}
+
+func ownedJobs(rsvc *routingv1alpha1.RoutingService, jobs []*batchv1.Job) []ownedJob {
+	var out []ownedJob
+	for _, j := range jobs {
+		if !metav1.IsControlledBy(j, rsvc) || j.Labels[LabelComponent] != ComponentMigration {
+			continue
+		}
+		version := j.Labels[LabelSchemaVersion]
+		attempt, err := strconv.Atoi(j.Labels[LabelAttempt])
+		if err != nil || !schemaversion.Valid(version) || j.Name != MigrationJobName(rsvc.Name, version, int32(attempt)) {
+			continue
+		}
+		out = append(out, ownedJob{job: j, version: version, attempt: int32(attempt)})
+	}
+	sort.Slice(out, func(i, k int) bool { return out[i].attempt < out[k].attempt })
+	return out
+}
+
+func jobCondition(j *batchv1.Job, t batchv1.JobConditionType) *batchv1.JobCondition {
+	for i := range j.Status.Conditions {
+		if c := &j.Status.Conditions[i]; c.Type == t && c.Status == corev1.ConditionTrue {
+			return c
+		}
+	}
+	return nil
+}
+
+// schemaGate computes status.schema and the SchemaReady condition, creates the migration Job when
+// the required version is not confirmed and no Job for it exists, and reports whether the gate is
+// open: whether pods of the update revision may run.
+func (p *planner) schemaGate() bool {
+	required := p.rsvc.Spec.Schema.Version
+	st := &p.status.Schema
+	st.RequiredVersion = required
+
+	// confirmed: the highest version whose own migration Job succeeded.
+	confirmed, confirmedBy := "", ""
+	var latest *ownedJob // the highest attempt for the required version
+	for i := range p.jobs {
+		oj := &p.jobs[i]
+		if jobCondition(oj.job, batchv1.JobComplete) != nil && !schemaversion.AtLeast(confirmed, oj.version) {
+			confirmed, confirmedBy = oj.version, oj.job.Name
+		}
+		if oj.version == required {
+			latest = oj
+		}
+	}
+	st.ConfirmedVersion = confirmed
+	if latest != nil {
+		p.recordJob(latest)
+	}
+
+	if schemaversion.AtLeast(confirmed, required) {
+		if latest == nil {
+			// Confirmed by a Job of a higher version (expand-only migrations).
+			st.MigrationJob, st.Attempt, st.StartTime, st.CompletionTime = confirmedBy, 0, nil, nil
+		}
+		if old := p.oldCondition(routingv1alpha1.ConditionSchemaReady); old == nil || old.Status != metav1.ConditionTrue {
+			p.event(false, routingv1alpha1.ReasonSchemaConfirmed, "schema %s confirmed by Job %s: the gate is open for revision %s", confirmed, confirmedBy, p.update)
+		}
+		p.schemaCondition(metav1.ConditionTrue, routingv1alpha1.ReasonSchemaConfirmed,
+			fmt.Sprintf("schema %s (required %s) confirmed by the success of Job %s", confirmed, required, confirmedBy))
+		return true
+	}
+
+	deadline := time.Duration(migrationDeadlineSeconds(p.rsvc)) * time.Second
+	switch {
+	case latest == nil && p.rsvc.Spec.Paused:
+		st.MigrationJob, st.Attempt, st.StartTime, st.CompletionTime = "", 0, nil, nil
+		p.schemaCondition(metav1.ConditionFalse, routingv1alpha1.ReasonMigrationPending,
+			fmt.Sprintf("schema %s is required and %s is confirmed; the migration starts when spec.paused is false", required, orNone(confirmed)))
+	case latest == nil:
+		job := NewMigrationJob(p.rsvc, required, 1)
+		p.act(Action{Kind: CreateJob, Job: job, Note: fmt.Sprintf("schema %s required, %s confirmed", required, orNone(confirmed))})
+		p.event(false, "MigrationStarted", "started migration Job %s to bring the schema from %s to %s", job.Name, orNone(confirmed), required)
+		st.MigrationJob, st.Attempt = job.Name, 1
+		st.StartTime, st.CompletionTime = &metav1.Time{Time: p.now}, nil
+		p.schemaCondition(metav1.ConditionFalse, routingv1alpha1.ReasonMigrating,
+			fmt.Sprintf("migration Job %s is bringing the schema to %s; no pod of revision %s runs until it succeeds", job.Name, required, p.update))
+		p.requeueAt(p.now.Add(deadline + migrationGrace))
+	case jobCondition(latest.job, batchv1.JobFailed) != nil:
+		c := jobCondition(latest.job, batchv1.JobFailed)
+		msg := fmt.Sprintf("migration Job %s to schema %s failed (%s: %s); it is kept for its logs and not retried automatically; revision %s does not start",
+			latest.job.Name, required, c.Reason, c.Message, p.update)
+		p.failSchema(routingv1alpha1.ReasonMigrationFailed, msg)
+	case p.now.After(latest.job.CreationTimestamp.Add(deadline + migrationGrace)):
+		msg := fmt.Sprintf("migration Job %s to schema %s did not finish within activeDeadlineSeconds (%ds); revision %s does not start",
+			latest.job.Name, required, int64(deadline/time.Second), p.update)
+		p.failSchema(routingv1alpha1.ReasonMigrationDeadline, msg)
+	default:
+		p.schemaCondition(metav1.ConditionFalse, routingv1alpha1.ReasonMigrating,
+			fmt.Sprintf("migration Job %s is bringing the schema to %s; no pod of revision %s runs until it succeeds", latest.job.Name, required, p.update))
+		p.requeueAt(latest.job.CreationTimestamp.Add(deadline + migrationGrace))
+	}
+	if p.stallReason == "" {
+		p.setActivity(routingv1alpha1.ReasonMigrating, p.conditionMessage(routingv1alpha1.ConditionSchemaReady))
+	}
+	return false
+}
+
+func (p *planner) failSchema(reason, msg string) {
+	if old := p.oldCondition(routingv1alpha1.ConditionSchemaReady); old == nil || old.Reason != reason {
+		p.event(true, reason, "%s", msg)
+	}
+	p.schemaCondition(metav1.ConditionFalse, reason, msg)
+	p.stall(reason, msg)
+}
+
+// recordJob reports a migration Job in status.schema.
+func (p *planner) recordJob(oj *ownedJob) {
+	st := &p.status.Schema
+	st.MigrationJob, st.Attempt = oj.job.Name, oj.attempt
+	created := oj.job.CreationTimestamp
+	st.StartTime = &created
+	st.CompletionTime = nil
+	if c := jobCondition(oj.job, batchv1.JobComplete); c != nil {
+		st.CompletionTime = finishedAt(oj.job, c)
+	} else if c := jobCondition(oj.job, batchv1.JobFailed); c != nil {
+		st.CompletionTime = finishedAt(oj.job, c)
+	}
+}
+
+func finishedAt(j *batchv1.Job, c *batchv1.JobCondition) *metav1.Time {
+	if j.Status.CompletionTime != nil {
+		return j.Status.CompletionTime.DeepCopy()
+	}
+	t := c.LastTransitionTime
+	return &t
+}
+
+func orNone(v string) string {
+	if v == "" {
+		return "none"
+	}
+	return v
+}
