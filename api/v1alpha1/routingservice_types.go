@@ -291,7 +291,31 @@ const (
 	ReasonMinimumReplicasUnavailable = "MinimumReplicasUnavailable"
 	ReasonReconciled                 = "Reconciled"
 	ReasonWaitingForSchema           = "WaitingForSchema"
+	ReasonAborted                    = "Aborted"
 )
+
+// RolloutFailure records why a revision's rollout stopped.
+type RolloutFailure struct {
+	// revision is the revision that failed.
+	Revision string `json:"revision"`
+	// reason is ProgressDeadlineExceeded or Aborted.
+	Reason string `json:"reason"`
+	// message says what happened, for humans.
+	Message string `json:"message"`
+	// shard is the shard whose step failed, if any.
+	// +optional
+	Shard string `json:"shard,omitempty"`
+	// time is when the rollout failed.
+	Time metav1.Time `json:"time"`
+}
+
+// AnnotationAbort, set to any new value (kubectl annotate --overwrite rsvc/NAME
+// schemagate.io/abort=$(date +%s)), aborts the rollout in progress: the update revision is treated
+// as failed and rolled back to the stable revision, whatever failurePolicy says. With nothing in
+// progress it changes nothing (scenario S-09). It is an annotation, not a spec field, so Argo CD
+// and Flux self-heal leave it alone, and the controller never clears it: it records the value it
+// handled in status.lastHandledAbort.
+const AnnotationAbort = "schemagate.io/abort"
 
 // RoutingServiceStatus is the observed state of a RoutingService.
 type RoutingServiceStatus struct {
@@ -309,9 +333,15 @@ type RoutingServiceStatus struct {
 	// +optional
 	UpdateRevision string `json:"updateRevision,omitempty"`
 
-	// failedRevision is the revision whose rollout failed; it is not retried until the spec changes.
+	// failure describes the failed or aborted rollout of updateRevision, if any. A failed revision
+	// is not tried again until the spec changes.
 	// +optional
-	FailedRevision string `json:"failedRevision,omitempty"`
+	Failure *RolloutFailure `json:"failure,omitempty"`
+
+	// lastHandledAbort is the value of the schemagate.io/abort annotation last acted on, so an
+	// abort is carried out once however often it is read.
+	// +optional
+	LastHandledAbort string `json:"lastHandledAbort,omitempty"`
 
 	// schema reports the schema gate.
 	// +optional

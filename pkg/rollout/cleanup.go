@@ -53,7 +53,7 @@ func (p *planner) cleanup() {
 // rolloutComplete reports whether the update revision is promoted in every shard of the spec
 // with its schema confirmed and nothing failed.
 func (p *planner) rolloutComplete() bool {
-	if !p.gateOpen || p.status.FailedRevision == p.update {
+	if !p.gateOpen || p.failed() {
 		return false
 	}
 	for _, shard := range p.rsvc.Spec.Shards {

@@ -18,14 +18,18 @@ import (
 // new in this spec, or a first rollout with no stable revision) is left as it is.
 func (p *planner) handleFailure() {
 	stable := p.status.StableRevision
-	msg := p.failedShardMessage()
+	f := p.status.Failure
+	msg := f.Message
 	policy := p.rsvc.Spec.Strategy.FailurePolicy
+	if f.Reason == routingv1alpha1.ReasonAborted {
+		policy = routingv1alpha1.FailurePolicyRollback
+	}
 	if policy == routingv1alpha1.FailurePolicyHalt || stable == "" || stable == p.update {
 		why := "failurePolicy is Halt"
 		if policy != routingv1alpha1.FailurePolicyHalt {
 			why = "there is no stable revision to roll back to"
 		}
-		p.stall(routingv1alpha1.ReasonProgressDeadlineExceeded, fmt.Sprintf("%s; %s: nothing more is changed until the spec changes", msg, why))
+		p.stall(f.Reason, fmt.Sprintf("%s; %s: nothing more is changed until the spec changes", msg, why))
 		return
 	}
 
@@ -33,7 +37,7 @@ func (p *planner) handleFailure() {
 	for _, shard := range p.rsvc.Spec.Shards {
 		ss := p.shardStatus(shard.Name)
 		set := p.set(shard.Name)
-		failedHere := ss.Step == routingv1alpha1.ShardStepFailed
+		failedHere := ss.Name == f.Shard
 		if set.byRev[stable] == nil || set.complete(stable, shard.Replicas) {
 			if ss.Step == routingv1alpha1.ShardStepRollingBack {
 				p.stepTo(ss, routingv1alpha1.ShardStepRolledBack)
@@ -52,20 +56,8 @@ func (p *planner) handleFailure() {
 		p.rollTowards(shard, stable, b, "rollback")
 	}
 	if rollingBack {
-		p.stall(routingv1alpha1.ReasonProgressDeadlineExceeded, fmt.Sprintf("%s; rolling back to stable revision %s", msg, stable))
+		p.stall(f.Reason, fmt.Sprintf("%s; rolling back to stable revision %s", msg, stable))
 		return
 	}
-	p.stall(routingv1alpha1.ReasonProgressDeadlineExceeded, fmt.Sprintf("%s; rolled back: stable revision %s serves every shard it served", msg, stable))
-}
-
-// failedShardMessage describes the failure from status: the shard whose step failed keeps
-// step Failed (it is rolled back all the same), so the message survives restarts.
-func (p *planner) failedShardMessage() string {
-	for _, ss := range p.status.Shards {
-		if ss.Step == routingv1alpha1.ShardStepFailed && ss.StepRevision == p.update {
-			return fmt.Sprintf("shard %s did not become fully available on revision %s within progressDeadlineSeconds (%ds)",
-				ss.Name, p.update, p.rsvc.Spec.Strategy.ProgressDeadlineSeconds)
-		}
-	}
-	return fmt.Sprintf("revision %s failed", p.update)
+	p.stall(f.Reason, fmt.Sprintf("%s; rolled back: stable revision %s serves every shard it served", msg, stable))
 }

@@ -20,7 +20,8 @@ import (
 //  2. paused: nothing is scaled;
 //  3. a failed update revision: roll back or halt, as strategy.failurePolicy says (failure.go);
 //  4. shard steps: promote the update revision one shard at a time (promote.go);
-//  5. cleanup of old ReplicaSets beyond revisionHistoryLimit (cleanup.go);
+//  5. once the update revision is promoted everywhere it becomes the stable revision;
+//  6. cleanup of old ReplicaSets beyond revisionHistoryLimit (cleanup.go);
 //
 // and the status, conditions included, is computed last, in one place (status.go).
 func Compute(o Observed) Plan {
@@ -29,15 +30,17 @@ func Compute(o Observed) Plan {
 	switch {
 	case p.rsvc.Spec.Paused:
 		p.setActivity(routingv1alpha1.ReasonPaused, "spec.paused is true: nothing is scaled until it is false")
-	case p.status.FailedRevision != "" && p.status.FailedRevision == p.update:
+	case p.failed():
 		p.handleFailure()
 	case p.gateOpen:
 		p.promote()
 	default:
 		p.setActivity(routingv1alpha1.ReasonWaitingForSchema, fmt.Sprintf("revision %s waits for schema %s; every shard keeps serving what it serves", p.update, p.rsvc.Spec.Schema.Version))
 	}
+	p.markStable()
 	p.cleanup()
 	p.summarize()
+	p.plan.Status = *p.status
 	return p.plan
 }
 
@@ -98,10 +101,11 @@ func newPlanner(o Observed) *planner {
 
 	p.status.ObservedGeneration = rsvc.Generation
 	p.status.UpdateRevision = p.update
-	if p.status.FailedRevision != "" && p.status.FailedRevision != p.update {
+	if p.status.Failure != nil && p.status.Failure.Revision != p.update {
 		// A new spec supersedes the failed revision: nothing to clean up by hand (scenario S-07).
-		p.status.FailedRevision = ""
+		p.status.Failure = nil
 	}
+	p.handleAbort()
 	for _, shard := range rsvc.Spec.Shards {
 		// Steps describe the update revision; a new one starts every shard at Pending.
 		if ss := p.shardStatus(shard.Name); ss.StepRevision != p.update {
@@ -109,6 +113,34 @@ func newPlanner(o Observed) *planner {
 		}
 	}
 	return p
+}
+
+// failed reports whether the update revision's rollout failed or was aborted.
+func (p *planner) failed() bool {
+	return p.status.Failure != nil && p.status.Failure.Revision == p.update
+}
+
+// handleAbort acts once on each new value of the schemagate.io/abort annotation: a rollout in
+// progress fails with reason Aborted and is rolled back; with nothing in progress only an Event
+// says so (scenario S-09).
+func (p *planner) handleAbort() {
+	token := p.rsvc.Annotations[routingv1alpha1.AnnotationAbort]
+	if token == "" || token == p.status.LastHandledAbort {
+		return
+	}
+	p.status.LastHandledAbort = token
+	inProgress := p.status.StableRevision != "" && p.status.StableRevision != p.update && !p.failed()
+	if !inProgress {
+		p.event(false, "AbortIgnored", "abort %q: no rollout is in progress; nothing changed", token)
+		return
+	}
+	p.status.Failure = &routingv1alpha1.RolloutFailure{
+		Revision: p.update,
+		Reason:   routingv1alpha1.ReasonAborted,
+		Message:  fmt.Sprintf("the rollout of revision %s was aborted (%s=%q)", p.update, routingv1alpha1.AnnotationAbort, token),
+		Time:     metav1.Time{Time: p.now},
+	}
+	p.event(true, routingv1alpha1.ReasonAborted, "%s; rolling back to stable revision %s", p.status.Failure.Message, p.status.StableRevision)
 }
 
 func (p *planner) setActivity(reason, message string) {

@@ -94,7 +94,14 @@ func (p *planner) stepTo(ss *routingv1alpha1.ShardStatus, step routingv1alpha1.S
 // fail marks the update revision failed at shard and applies the failure policy at once.
 func (p *planner) fail(ss *routingv1alpha1.ShardStatus) {
 	p.stepTo(ss, routingv1alpha1.ShardStepFailed)
-	p.status.FailedRevision = p.update
-	p.event(true, routingv1alpha1.ReasonProgressDeadlineExceeded, "%s; failurePolicy %s applies", p.failedShardMessage(), p.rsvc.Spec.Strategy.FailurePolicy)
+	p.status.Failure = &routingv1alpha1.RolloutFailure{
+		Revision: p.update,
+		Reason:   routingv1alpha1.ReasonProgressDeadlineExceeded,
+		Shard:    ss.Name,
+		Time:     metav1.Time{Time: p.now},
+		Message: fmt.Sprintf("shard %s did not become fully available on revision %s within progressDeadlineSeconds (%ds)",
+			ss.Name, p.update, p.rsvc.Spec.Strategy.ProgressDeadlineSeconds),
+	}
+	p.event(true, routingv1alpha1.ReasonProgressDeadlineExceeded, "%s; failurePolicy %s applies", p.status.Failure.Message, p.rsvc.Spec.Strategy.FailurePolicy)
 	p.handleFailure()
 }

@@ -47,10 +47,6 @@ func (p *planner) summarize() {
 	p.status.PromotedShards = fmt.Sprintf("%d/%d", promoted, len(shards))
 
 	complete := p.rolloutComplete()
-	if complete && p.status.StableRevision != p.update {
-		p.event(false, routingv1alpha1.ReasonRolloutComplete, "revision %s is promoted in every shard and is now the stable revision", p.update)
-		p.status.StableRevision = p.update
-	}
 
 	if len(short) == 0 {
 		p.setCondition(routingv1alpha1.ConditionAvailable, metav1.ConditionTrue, routingv1alpha1.ReasonMinimumReplicasAvailable,
@@ -82,6 +78,15 @@ func (p *planner) summarize() {
 		p.setCondition(routingv1alpha1.ConditionStalled, metav1.ConditionFalse, reason, msg)
 		p.setCondition(routingv1alpha1.ConditionReconciling, metav1.ConditionTrue, reason, msg)
 		p.setCondition(routingv1alpha1.ConditionReady, metav1.ConditionFalse, reason, msg)
+	}
+}
+
+// markStable makes the update revision the stable one (the last-known-good that rollbacks return
+// to) once it is promoted in every shard.
+func (p *planner) markStable() {
+	if p.rolloutComplete() && p.status.StableRevision != p.update {
+		p.event(false, routingv1alpha1.ReasonRolloutComplete, "revision %s is promoted in every shard and is now the stable revision", p.update)
+		p.status.StableRevision = p.update
 	}
 }
 

@@ -1,0 +1,260 @@
+package rollout
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	routingv1alpha1 "github.com/schemagate/schemagate/api/v1alpha1"
+)
+
+// steady brings the fixture to Ready on v1 / schema 1.
+func steady(t *testing.T) *world {
+	w := newWorld(t)
+	w.run(200, func() bool { return w.isTrue(routingv1alpha1.ConditionReady) })
+	if got := w.shardImages(); got != "us-east=app:v1:3 eu-west=app:v1:3 ap-south=app:v1:3" {
+		t.Fatalf("steady state: %s", got)
+	}
+	w.log = nil
+	return w
+}
+
+func TestFirstRolloutMigratesThenPromotesShardByShard(t *testing.T) {
+	w := newWorld(t)
+	plan := w.reconcile()
+	if len(plan.Actions) != 1 || plan.Actions[0].Kind != CreateJob {
+		t.Fatalf("first reconcile must only create the migration Job, got %v", plan.Actions)
+	}
+	if c := w.condition(routingv1alpha1.ConditionSchemaReady); c == nil || c.Reason != routingv1alpha1.ReasonMigrating {
+		t.Fatalf("SchemaReady = %+v, want Migrating", c)
+	}
+	if c := w.condition(routingv1alpha1.ConditionReconciling); c == nil || c.Status != "True" || c.ObservedGeneration != 1 {
+		t.Fatalf("Reconciling = %+v", c)
+	}
+	w.run(200, func() bool { return w.isTrue(routingv1alpha1.ConditionReady) })
+	if w.rsvc.Status.StableRevision != w.rsvc.Status.UpdateRevision || w.rsvc.Status.PromotedShards != "3/3" {
+		t.Fatalf("status after rollout: %+v", w.rsvc.Status)
+	}
+	// Shards were created in order: each shard's first ReplicaSet only after the previous baked.
+	var order []string
+	for _, l := range w.log {
+		if strings.Contains(l, "CreateReplicaSet") {
+			order = append(order, strings.Fields(l)[2])
+		}
+	}
+	want := []string{"rs-a-us-east-", "rs-a-eu-west-", "rs-a-ap-south-"}
+	for i := range want {
+		if i >= len(order) || !strings.HasPrefix(order[i], want[i]) {
+			t.Fatalf("ReplicaSets created in order %v, want %v", order, want)
+		}
+	}
+}
+
+func TestUpdateWaitsForMigrationThenRolls(t *testing.T) {
+	w := steady(t)
+	w.update("app:v2", "2", "migrate:hang")
+	for i := 0; i < 30; i++ {
+		w.reconcile()
+		w.tick()
+		w.now = w.now.Add(time.Second)
+	}
+	if got := w.shardImages(); got != "us-east=app:v1:3 eu-west=app:v1:3 ap-south=app:v1:3" {
+		t.Fatalf("S-01: while migrating, shards must stay on v1: %s", got)
+	}
+	if c := w.condition(routingv1alpha1.ConditionSchemaReady); c.Reason != routingv1alpha1.ReasonMigrating {
+		t.Fatalf("SchemaReady reason %s", c.Reason)
+	}
+	// The Job hangs past its deadline (120 s + grace): the operator's own deadline ends it.
+	w.run(20, func() bool { return w.isTrue(routingv1alpha1.ConditionStalled) })
+	if c := w.condition(routingv1alpha1.ConditionSchemaReady); c.Reason != routingv1alpha1.ReasonMigrationDeadline {
+		t.Fatalf("SchemaReady reason %s, want %s", c.Reason, routingv1alpha1.ReasonMigrationDeadline)
+	}
+	if got := w.shardImages(); got != "us-east=app:v1:3 eu-west=app:v1:3 ap-south=app:v1:3" {
+		t.Fatalf("v1 must keep serving: %s", got)
+	}
+}
+
+func TestMigrationFailureStallsWithV1Serving(t *testing.T) {
+	w := steady(t)
+	w.update("app:v2", "2", "migrate:fail")
+	w.run(20, func() bool { return w.isTrue(routingv1alpha1.ConditionStalled) })
+	c := w.condition(routingv1alpha1.ConditionSchemaReady)
+	if c.Reason != routingv1alpha1.ReasonMigrationFailed || !strings.Contains(c.Message, "BackoffLimitExceeded") {
+		t.Fatalf("SchemaReady = %+v", c)
+	}
+	before := len(w.jobs)
+	for i := 0; i < 10; i++ {
+		w.reconcile()
+		w.tick()
+		w.now = w.now.Add(time.Minute)
+	}
+	if len(w.jobs) != before {
+		t.Fatalf("a failed migration must not be retried automatically: %d Jobs, had %d", len(w.jobs), before)
+	}
+	if got := w.shardImages(); got != "us-east=app:v1:3 eu-west=app:v1:3 ap-south=app:v1:3" {
+		t.Fatalf("v1 must keep serving: %s", got)
+	}
+}
+
+func TestBadImageRollsBackFirstShardOnly(t *testing.T) {
+	w := steady(t)
+	w.update("app:broken", "1", "migrate:ok") // S-07: schema already at the required version.
+	w.run(200, func() bool {
+		c := w.condition(routingv1alpha1.ConditionStalled)
+		return c != nil && c.Status == "True" && strings.Contains(c.Message, "rolled back")
+	})
+	if c := w.condition(routingv1alpha1.ConditionStalled); c.Reason != routingv1alpha1.ReasonProgressDeadlineExceeded {
+		t.Fatalf("Stalled reason %s", c.Reason)
+	}
+	for _, l := range w.log {
+		if strings.Contains(l, "eu-west") || strings.Contains(l, "ap-south") {
+			t.Fatalf("eu-west and ap-south must never be touched: %s", l)
+		}
+	}
+	if got := w.shardImages(); got != "us-east=app:v1:3 eu-west=app:v1:3 ap-south=app:v1:3" {
+		t.Fatalf("after rollback: %s", got)
+	}
+	// A following spec change is accepted without manual cleanup.
+	w.update("app:v3", "1", "migrate:ok")
+	w.run(300, func() bool { return w.isTrue(routingv1alpha1.ConditionReady) })
+	if got := w.shardImages(); got != "us-east=app:v3:3 eu-west=app:v3:3 ap-south=app:v3:3" {
+		t.Fatalf("after v3: %s", got)
+	}
+	if w.rsvc.Status.Failure != nil {
+		t.Fatalf("stale failure left: %+v", w.rsvc.Status.Failure)
+	}
+}
+
+func TestHaltTouchesNothingMore(t *testing.T) {
+	w := steady(t)
+	w.rsvc.Spec.Strategy.FailurePolicy = routingv1alpha1.FailurePolicyHalt
+	w.update("app:broken", "1", "migrate:ok")
+	w.run(200, func() bool { return w.isTrue(routingv1alpha1.ConditionStalled) })
+	frozen := w.shardImages()
+	n := len(w.log)
+	for i := 0; i < 10; i++ {
+		w.reconcile()
+		w.tick()
+		w.now = w.now.Add(time.Minute)
+	}
+	if w.shardImages() != frozen || len(w.log) != n {
+		t.Fatalf("Halt changed something: %s → %s; %v", frozen, w.shardImages(), w.log[n:])
+	}
+	if !strings.Contains(frozen, "us-east=app:broken:1") || !strings.Contains(frozen, "us-east=app:v1:3") {
+		t.Fatalf("Halt should leave us-east mid-step: %s", frozen)
+	}
+}
+
+func TestSupersedingRevisionGoesThroughTheGate(t *testing.T) {
+	w := steady(t)
+	w.update("app:v2", "2", "migrate:ok")
+	// Run until us-east is promoted and eu-west has started.
+	w.run(200, func() bool { return strings.Contains(w.shardImages(), "eu-west=app:v2") })
+	w.update("app:v3", "3", "migrate:hang")
+	for i := 0; i < 20; i++ {
+		w.reconcile()
+		w.tick()
+		w.now = w.now.Add(time.Second)
+	}
+	if strings.Contains(w.shardImages(), "app:v3") {
+		t.Fatalf("v3 must wait for schema 3: %s", w.shardImages())
+	}
+	w.rsvc.Spec.Schema.Migration.Template.Spec.Containers[0].Image = "migrate:ok" // does not change the revision
+	delete(w.jobs, MigrationJobName("rs-a", "3", 1))
+	w.run(300, func() bool { return w.isTrue(routingv1alpha1.ConditionReady) })
+	if got := w.shardImages(); got != "us-east=app:v3:3 eu-west=app:v3:3 ap-south=app:v3:3" {
+		t.Fatalf("no shard may keep two live revisions: %s", got)
+	}
+}
+
+func TestForeignEvidenceDoesNotOpenTheGate(t *testing.T) {
+	w := steady(t)
+	w.update("app:v2", "2", "migrate:hang")
+	// S-03: stale records claim schema 2: an old status field, and a succeeded Job for version 2
+	// that another RoutingService owns.
+	w.rsvc.Status.Schema.ConfirmedVersion = "2"
+	foreign := NewMigrationJob(fixture(), "2", 1)
+	foreign.OwnerReferences[0].UID = "someone-else"
+	foreign.Name = MigrationJobName("rs-a", "2", 7)
+	foreign.Status.Conditions = completeConditions()
+	w.jobs[foreign.Name] = foreign
+	for i := 0; i < 10; i++ {
+		w.reconcile()
+		w.tick()
+		w.now = w.now.Add(time.Second)
+	}
+	if strings.Contains(w.shardImages(), "app:v2") {
+		t.Fatalf("v2 started on unconfirmed schema: %s", w.shardImages())
+	}
+	if w.rsvc.Status.Schema.ConfirmedVersion != "1" {
+		t.Fatalf("confirmedVersion %q, want 1", w.rsvc.Status.Schema.ConfirmedVersion)
+	}
+}
+
+func TestAbortWithNothingInProgressChangesNothing(t *testing.T) {
+	w := steady(t)
+	before := w.rsvc.Status.DeepCopy()
+	w.rsvc.Annotations = map[string]string{routingv1alpha1.AnnotationAbort: "1"}
+	plan := w.reconcile()
+	if len(plan.Actions) != 0 {
+		t.Fatalf("S-09: abort with nothing in progress planned %v", plan.Actions)
+	}
+	if !w.isTrue(routingv1alpha1.ConditionReady) || w.rsvc.Status.Failure != nil {
+		t.Fatalf("Ready must stay True: %+v", w.rsvc.Status)
+	}
+	if len(plan.Events) != 1 || plan.Events[0].Reason != "AbortIgnored" {
+		t.Fatalf("events %v", plan.Events)
+	}
+	if w.rsvc.Status.LastHandledAbort != "1" || before.StableRevision != w.rsvc.Status.StableRevision {
+		t.Fatalf("status %+v", w.rsvc.Status)
+	}
+	if plan = w.reconcile(); len(plan.Events) != 0 {
+		t.Fatalf("the same abort is handled once: %v", plan.Events)
+	}
+}
+
+func TestAbortMidRolloutRollsBack(t *testing.T) {
+	w := steady(t)
+	w.update("app:v2", "1", "migrate:ok")
+	w.run(200, func() bool { return strings.Contains(w.shardImages(), "eu-west=app:v2") })
+	w.rsvc.Annotations = map[string]string{routingv1alpha1.AnnotationAbort: "now"}
+	w.run(200, func() bool {
+		return w.shardImages() == "us-east=app:v1:3 eu-west=app:v1:3 ap-south=app:v1:3"
+	})
+	if c := w.condition(routingv1alpha1.ConditionStalled); c.Status != "True" || c.Reason != routingv1alpha1.ReasonAborted {
+		t.Fatalf("Stalled = %+v", c)
+	}
+}
+
+func TestSteadyStateIsAFixedPoint(t *testing.T) {
+	w := steady(t)
+	w.tick()
+	before := w.rsvc.Status.DeepCopy()
+	w.now = w.now.Add(time.Hour)
+	plan := w.reconcile()
+	if len(plan.Actions) != 0 || len(plan.Events) != 0 || plan.RequeueAfter != 0 {
+		t.Fatalf("steady reconcile planned %v %v %v", plan.Actions, plan.Events, plan.RequeueAfter)
+	}
+	if !equalStatus(before, &w.rsvc.Status) {
+		t.Fatalf("I4: a reconcile that changes nothing must produce the same status:\n%+v\n%+v", before, w.rsvc.Status)
+	}
+}
+
+func TestHistoryLimitDeletesOldReplicaSets(t *testing.T) {
+	w := steady(t)
+	for i, img := range []string{"app:v2", "app:v3", "app:v4", "app:v5"} {
+		w.update(img, "1", "migrate:ok")
+		w.run(300, func() bool { return w.isTrue(routingv1alpha1.ConditionReady) })
+		_ = i
+	}
+	per := map[string]int{}
+	for _, rs := range w.rss {
+		per[rs.Labels[LabelShard]]++
+	}
+	for shard, n := range per {
+		// update (== stable) + revisionHistoryLimit (2) scaled-down ones.
+		if n != 3 {
+			t.Fatalf("shard %s keeps %d ReplicaSets, want 3", shard, n)
+		}
+	}
+}

@@ -1,0 +1,220 @@
+package rollout
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
+
+	routingv1alpha1 "github.com/schemagate/schemagate/api/v1alpha1"
+	"github.com/schemagate/schemagate/pkg/schemaversion"
+)
+
+// fixture is the scenarios' rs-a: shards us-east, eu-west, ap-south (3 replicas each), image
+// app:v1 needing schema 1, bake 10 s, progress deadline 60 s.
+func fixture() *routingv1alpha1.RoutingService {
+	shard := func(name string) routingv1alpha1.ShardSpec {
+		return routingv1alpha1.ShardSpec{Name: name, Replicas: 3, NodeSelector: map[string]string{"topology.kubernetes.io/region": name}}
+	}
+	return &routingv1alpha1.RoutingService{
+		ObjectMeta: metav1.ObjectMeta{Name: "rs-a", Namespace: "default", UID: types.UID("uid-rs-a"), Generation: 1},
+		Spec: routingv1alpha1.RoutingServiceSpec{
+			Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: "app:v1"}}}},
+			Schema: routingv1alpha1.SchemaSpec{Version: "1", Migration: routingv1alpha1.MigrationSpec{
+				Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{RestartPolicy: corev1.RestartPolicyNever,
+					Containers: []corev1.Container{{Name: "migrate", Image: "migrate:ok"}}}},
+				ActiveDeadlineSeconds: ptr.To(int64(120)),
+			}},
+			Shards: []routingv1alpha1.ShardSpec{shard("us-east"), shard("eu-west"), shard("ap-south")},
+			Strategy: routingv1alpha1.RolloutStrategy{BakeSeconds: 10, ProgressDeadlineSeconds: 60,
+				FailurePolicy: routingv1alpha1.FailurePolicyRollback, RevisionHistoryLimit: 2},
+		},
+	}
+}
+
+// world is an in-memory cluster for the planner: it applies actions, and plays the ReplicaSet and
+// Job controllers. A ReplicaSet whose image contains "broken" never gets available pods; a
+// migration Job whose image contains "fail" fails, "hang" never finishes, anything else succeeds
+// one tick after it is created.
+type world struct {
+	t    *testing.T
+	now  time.Time
+	rsvc *routingv1alpha1.RoutingService
+	rss  map[string]*appsv1.ReplicaSet
+	jobs map[string]*batchv1.Job
+	log  []string
+	seq  int
+	// confirmedAt is the time each schema version's migration succeeded (for I1).
+	confirmed string
+}
+
+func newWorld(t *testing.T) *world {
+	return &world{t: t, now: time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC), rsvc: fixture(),
+		rss: map[string]*appsv1.ReplicaSet{}, jobs: map[string]*batchv1.Job{}}
+}
+
+func (w *world) observed() Observed {
+	o := Observed{RoutingService: w.rsvc.DeepCopy(), Now: w.now}
+	for _, rs := range w.rss {
+		o.ReplicaSets = append(o.ReplicaSets, rs.DeepCopy())
+	}
+	for _, j := range w.jobs {
+		o.Jobs = append(o.Jobs, j.DeepCopy())
+	}
+	return o
+}
+
+// reconcile runs the planner once and applies its plan.
+func (w *world) reconcile() Plan {
+	plan := Compute(w.observed())
+	for _, a := range plan.Actions {
+		w.log = append(w.log, w.now.Format("15:04:05")+" "+a.String())
+		switch a.Kind {
+		case CreateReplicaSet:
+			rs := a.ReplicaSet.DeepCopy()
+			w.seq++
+			rs.CreationTimestamp = metav1.Time{Time: w.now.Add(time.Duration(w.seq) * time.Millisecond)}
+			rs.Generation = 1
+			w.rss[rs.Name] = rs
+		case ScaleReplicaSet:
+			rs := w.rss[a.ReplicaSet.Name]
+			rs.Spec.Replicas = ptr.To(a.Replicas)
+			rs.Generation++
+		case DeleteReplicaSet:
+			delete(w.rss, a.ReplicaSet.Name)
+		case CreateJob:
+			j := a.Job.DeepCopy()
+			j.CreationTimestamp = metav1.Time{Time: w.now}
+			w.jobs[j.Name] = j
+		}
+	}
+	for _, e := range plan.Events {
+		w.log = append(w.log, w.now.Format("15:04:05")+" event "+e.Reason)
+	}
+	w.rsvc.Status = plan.Status
+	w.checkInvariants()
+	return plan
+}
+
+// tick plays the workload controllers: pods of scaled-up ReplicaSets become available, scaled-down
+// ones go away, Jobs finish.
+func (w *world) tick() {
+	for _, rs := range w.rss {
+		want := *rs.Spec.Replicas
+		broken := strings.Contains(rs.Spec.Template.Spec.Containers[0].Image, "broken")
+		rs.Status.Replicas = want
+		rs.Status.ObservedGeneration = rs.Generation
+		if broken {
+			rs.Status.AvailableReplicas, rs.Status.ReadyReplicas = 0, 0
+		} else {
+			rs.Status.AvailableReplicas, rs.Status.ReadyReplicas = want, want
+		}
+	}
+	for _, j := range w.jobs {
+		if len(j.Status.Conditions) > 0 {
+			continue
+		}
+		image := j.Spec.Template.Spec.Containers[0].Image
+		switch {
+		case strings.Contains(image, "hang"):
+		case strings.Contains(image, "fail"):
+			j.Status.Conditions = []batchv1.JobCondition{{Type: batchv1.JobFailed, Status: corev1.ConditionTrue, Reason: "BackoffLimitExceeded", Message: "Job has reached the specified backoff limit"}}
+		default:
+			j.Status.Conditions = []batchv1.JobCondition{{Type: batchv1.JobComplete, Status: corev1.ConditionTrue}}
+			if v := j.Labels[LabelSchemaVersion]; schemaversion.AtLeast(v, w.confirmed) || w.confirmed == "" {
+				w.confirmed = v
+			}
+		}
+	}
+	w.checkInvariants()
+}
+
+// run alternates reconcile and tick, advancing the clock by a second each round (or to the
+// planner's requeue when nothing changed), until done says stop or limit rounds pass.
+func (w *world) run(limit int, done func() bool) {
+	for i := 0; i < limit; i++ {
+		plan := w.reconcile()
+		if done() {
+			return
+		}
+		w.tick()
+		step := time.Second
+		if len(plan.Actions) == 0 && plan.RequeueAfter > step {
+			step = plan.RequeueAfter
+		}
+		w.now = w.now.Add(step)
+	}
+	w.t.Fatalf("not done after %d rounds; log:\n%s\nstatus: %+v", limit, strings.Join(w.log, "\n"), w.rsvc.Status)
+}
+
+// checkInvariants checks I1 and I2 on the world as it is now.
+func (w *world) checkInvariants() {
+	w.t.Helper()
+	for _, rs := range w.rss {
+		if *rs.Spec.Replicas > 0 && !schemaversion.AtLeast(w.confirmed, RequiredSchema(rs)) {
+			w.t.Fatalf("I1: %s has %d replicas but schema %s is not confirmed (confirmed %q)", rs.Name, *rs.Spec.Replicas, RequiredSchema(rs), w.confirmed)
+		}
+	}
+	for _, shard := range w.rsvc.Spec.Shards {
+		var avail, spec int32
+		for _, rs := range w.rss {
+			if rs.Labels[LabelShard] == shard.Name {
+				avail += rs.Status.AvailableReplicas
+				spec += *rs.Spec.Replicas
+			}
+		}
+		// I2 applies once the shard has been served; a shard being created has nothing to keep.
+		if w.rsvc.Status.StableRevision != "" && avail < shard.Replicas && spec < shard.Replicas {
+			w.t.Fatalf("I2: shard %s asks for %d pods and has %d available, below %d", shard.Name, spec, avail, shard.Replicas)
+		}
+	}
+}
+
+func (w *world) condition(t string) *metav1.Condition {
+	return meta.FindStatusCondition(w.rsvc.Status.Conditions, t)
+}
+
+func (w *world) isTrue(t string) bool {
+	c := w.condition(t)
+	return c != nil && c.Status == metav1.ConditionTrue && c.ObservedGeneration == w.rsvc.Generation
+}
+
+func (w *world) update(image, version, migrationImage string) {
+	w.rsvc.Spec.Template.Spec.Containers[0].Image = image
+	w.rsvc.Spec.Schema.Version = version
+	w.rsvc.Spec.Schema.Migration.Template.Spec.Containers[0].Image = migrationImage
+	w.rsvc.Generation++
+}
+
+// shardImages says, per shard, which images have pods asked for: "us-east=app:v2:3".
+func (w *world) shardImages() string {
+	var out []string
+	for _, shard := range w.rsvc.Spec.Shards {
+		var here []string
+		for _, rs := range w.rss {
+			if rs.Labels[LabelShard] == shard.Name && *rs.Spec.Replicas > 0 {
+				here = append(here, fmt.Sprintf("%s=%s:%d", shard.Name, rs.Spec.Template.Spec.Containers[0].Image, *rs.Spec.Replicas))
+			}
+		}
+		sort.Strings(here)
+		out = append(out, here...)
+	}
+	return strings.Join(out, " ")
+}
+
+func completeConditions() []batchv1.JobCondition {
+	return []batchv1.JobCondition{{Type: batchv1.JobComplete, Status: corev1.ConditionTrue}}
+}
+
+func equalStatus(a, b *routingv1alpha1.RoutingServiceStatus) bool {
+	return fmt.Sprintf("%+v", *a) == fmt.Sprintf("%+v", *b)
+}
