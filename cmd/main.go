@@ -5,24 +5,12 @@ import (
 	"flag"
 	"os"
 
-	appsv1 "k8s.io/api/apps/v1"
-	batchv1 "k8s.io/api/batch/v1"
-	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/apimachinery/pkg/runtime"
-	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/cache"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
-	routingv1alpha1 "github.com/schemagate/schemagate/api/v1alpha1"
 	"github.com/schemagate/schemagate/controllers"
-	"github.com/schemagate/schemagate/pkg/rollout"
 )
 
 func main() {
@@ -38,7 +26,7 @@ func main() {
 	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&opts)))
 	log := ctrl.Log.WithName("setup")
 
-	mgr, err := ctrl.NewManager(ctrl.GetConfigOrDie(), ManagerOptions(metricsAddr, probeAddr, leaderElect, leaderElectionNamespace))
+	mgr, err := ctrl.NewManager(ctrl.GetConfigOrDie(), controllers.ManagerOptions(metricsAddr, probeAddr, leaderElect, leaderElectionNamespace))
 	if err != nil {
 		log.Error(err, "creating the manager")
 		os.Exit(1)
@@ -63,33 +51,5 @@ func main() {
 	if err := mgr.Start(ctrl.SetupSignalHandler()); err != nil {
 		log.Error(err, "running the manager")
 		os.Exit(1)
-	}
-}
-
-// Scheme holds the API types the manager reads and writes.
-func Scheme() *runtime.Scheme {
-	s := runtime.NewScheme()
-	utilruntime.Must(clientgoscheme.AddToScheme(s))
-	utilruntime.Must(routingv1alpha1.AddToScheme(s))
-	return s
-}
-
-// ManagerOptions are the manager's options. The cache holds only the ReplicaSets, Jobs and Pods
-// labelled app.kubernetes.io/managed-by=schemagate, so the manager's memory does not grow with
-// unrelated objects in the cluster.
-func ManagerOptions(metricsAddr, probeAddr string, leaderElect bool, leaderElectionNamespace string) ctrl.Options {
-	ours := labels.SelectorFromSet(labels.Set{rollout.LabelManagedBy: rollout.ManagedByValue})
-	return ctrl.Options{
-		Scheme:                  Scheme(),
-		Metrics:                 metricsserver.Options{BindAddress: metricsAddr},
-		HealthProbeBindAddress:  probeAddr,
-		LeaderElection:          leaderElect,
-		LeaderElectionID:        "schemagate.routing.schemagate.io",
-		LeaderElectionNamespace: leaderElectionNamespace,
-		Cache: cache.Options{ByObject: map[client.Object]cache.ByObject{
-			&appsv1.ReplicaSet{}: {Label: ours},
-			&batchv1.Job{}:       {Label: ours},
-			&corev1.Pod{}:        {Label: ours},
-		}},
 	}
 }

@@ -127,7 +127,7 @@ const (
 
 // RolloutStrategy tunes promotion. maxSurge and maxUnavailable have Deployment semantics within
 // a shard: a percentage of the shard's replicas, surge rounded up and unavailable rounded down.
-// +kubebuilder:validation:XValidation:rule="!((self.maxSurge == 0 || self.maxSurge == '0%') && (self.maxUnavailable == 0 || self.maxUnavailable == '0%'))",message="spec.strategy.maxSurge and spec.strategy.maxUnavailable must not both be 0"
+// +kubebuilder:validation:XValidation:rule="!(has(self.maxSurge) && has(self.maxUnavailable) && (self.maxSurge == 0 || self.maxSurge == '0%') && (self.maxUnavailable == 0 || self.maxUnavailable == '0%'))",message="spec.strategy.maxSurge and spec.strategy.maxUnavailable must not both be 0"
 type RolloutStrategy struct {
 	// maxSurge is how many pods above a shard's replicas may exist during its step: a number or a
 	// percentage of replicas (rounded up). Default 25%.

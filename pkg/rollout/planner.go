@@ -34,7 +34,7 @@ func Compute(o Observed) Plan {
 		p.handleFailure()
 	case p.gateOpen:
 		p.promote()
-	default:
+	case p.activityReason == "":
 		p.setActivity(routingv1alpha1.ReasonWaitingForSchema, fmt.Sprintf("revision %s waits for schema %s; every shard keeps serving what it serves", p.update, p.rsvc.Spec.Schema.Version))
 	}
 	p.markStable()
@@ -190,11 +190,16 @@ func (p *planner) set(shard string) *shardSet {
 	return &shardSet{byRev: map[string]*appsv1.ReplicaSet{}}
 }
 
+// counts reads a ReplicaSet's numbers for Step. Available pods above spec.replicas are being
+// removed by the ReplicaSet controller (which removes unavailable pods first), so they are not
+// counted: right after a scale-down from 3 to 2, status may still say 3 available, and counting 3
+// would let the next step take away a pod that is already going (found by the I2 checker).
 func counts(rs *appsv1.ReplicaSet) Counts {
 	if rs == nil {
 		return Counts{}
 	}
-	return Counts{Spec: replicasOf(rs), Available: rs.Status.AvailableReplicas}
+	spec := replicasOf(rs)
+	return Counts{Spec: spec, Available: min(rs.Status.AvailableReplicas, spec)}
 }
 
 // complete reports whether revision alone serves the shard: its ReplicaSet asks for replicas and

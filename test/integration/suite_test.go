@@ -1,0 +1,156 @@
+// Package integration holds the user stories of schemagate, run against a real kube-apiserver
+// and etcd (controller-runtime's envtest) with the real manager. Nothing in envtest creates pods,
+// so fakeCluster plays the ReplicaSet and Job controllers by writing their status, and the
+// invariant checker watches every event. Run with `make test` (KUBEBUILDER_ASSETS must name a
+// folder with etcd, kube-apiserver and kubectl, which hack/build-binaries.sh builds).
+package integration
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"k8s.io/client-go/rest"
+	"k8s.io/utils/clock"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+
+	"github.com/schemagate/schemagate/controllers"
+	"github.com/schemagate/schemagate/test/invariants"
+)
+
+var (
+	testEnv  *envtest.Environment
+	cfg      *rest.Config
+	k8s      client.Client
+	fake     *fakeCluster
+	checker  *invariants.Checker
+	rootDir  string
+	assetDir string
+)
+
+func TestMain(m *testing.M) {
+	os.Exit(run(m))
+}
+
+func run(m *testing.M) int {
+	assetDir = os.Getenv("KUBEBUILDER_ASSETS")
+	if assetDir == "" {
+		fmt.Fprintln(os.Stderr, "KUBEBUILDER_ASSETS is not set: run `make test`, which builds etcd and kube-apiserver from source")
+		return 1
+	}
+	if os.Getenv("SCHEMAGATE_TEST_LOG") != "" {
+		logf.SetLogger(zap.New(zap.UseDevMode(true), zap.WriteTo(os.Stderr)))
+	} else {
+		logf.SetLogger(zap.New(zap.WriteTo(devNull{})))
+	}
+	wd, _ := os.Getwd()
+	rootDir = filepath.Join(wd, "..", "..")
+	testEnv = &envtest.Environment{
+		CRDDirectoryPaths:     []string{filepath.Join(rootDir, "config", "crd", "bases")},
+		ErrorIfCRDPathMissing: true,
+		BinaryAssetsDirectory: assetDir,
+	}
+	var err error
+	if cfg, err = testEnv.Start(); err != nil {
+		fmt.Fprintln(os.Stderr, "starting envtest:", err)
+		return 1
+	}
+	defer func() { _ = testEnv.Stop() }()
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+
+	opts := controllers.ManagerOptions("0", "0", false, "")
+	mgr, err := ctrl.NewManager(cfg, opts)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "manager:", err)
+		return 1
+	}
+	if err := (&controllers.RoutingServiceReconciler{
+		Client:   mgr.GetClient(),
+		Recorder: mgr.GetEventRecorder("schemagate"),
+		Clock:    clock.RealClock{},
+	}).SetupWithManager(mgr); err != nil {
+		fmt.Fprintln(os.Stderr, "controller:", err)
+		return 1
+	}
+	go func() {
+		if err := mgr.Start(ctx); err != nil {
+			fmt.Fprintln(os.Stderr, "manager stopped:", err)
+		}
+	}()
+
+	if k8s, err = client.New(cfg, client.Options{Scheme: opts.Scheme}); err != nil {
+		fmt.Fprintln(os.Stderr, "client:", err)
+		return 1
+	}
+	fake = newFakeCluster(k8s)
+	go fake.run(ctx)
+
+	// The checker has its own cache, so it sees events independently of the manager.
+	watchCache, err := cache.New(cfg, cache.Options{Scheme: opts.Scheme})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "checker cache:", err)
+		return 1
+	}
+	checker = invariants.New()
+	if err := checker.Watch(ctx, watchCache); err != nil {
+		fmt.Fprintln(os.Stderr, "checker:", err)
+		return 1
+	}
+	go func() { _ = watchCache.Start(ctx) }()
+	if !watchCache.WaitForCacheSync(ctx) {
+		fmt.Fprintln(os.Stderr, "checker cache did not sync")
+		return 1
+	}
+
+	code := m.Run()
+	violations, events := checker.Violations()
+	fmt.Printf("invariant checker: %d events checked, %d violations\n", events, len(violations))
+	for _, v := range violations {
+		fmt.Println("  " + v)
+	}
+	if len(violations) > 0 && code == 0 {
+		code = 1
+	}
+	return code
+}
+
+type devNull struct{}
+
+func (devNull) Write(p []byte) (int, error) { return len(p), nil }
+
+// eventually polls cond every 100 ms until it returns nil or timeout passes; then it fails the
+// test with cond's last error.
+func eventually(t *testing.T, timeout time.Duration, what string, cond func() error) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	var err error
+	for time.Now().Before(deadline) {
+		if err = cond(); err == nil {
+			return
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	t.Fatalf("%s: not within %s: %v", what, timeout, err)
+}
+
+// consistently checks cond every 100 ms for d and fails the test at its first error.
+func consistently(t *testing.T, d time.Duration, what string, cond func() error) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for time.Now().Before(deadline) {
+		if err := cond(); err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}

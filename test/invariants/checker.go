@@ -1,0 +1,238 @@
+// Package invariants checks the safety invariants of ../shared/docs/scenarios.md on every event a
+// test observes from a real API server, not only at the end of a test:
+//
+//	I1: no ReplicaSet of a revision needing schema N has replicas > 0 before schema >= N is
+//	    confirmed by the success of the RoutingService's own migration Job.
+//	I2: in each shard, once it has served, available replicas never drop below
+//	    replicas - maxUnavailable (as the RoutingService's spec says at that moment).
+//	I4: status.observedGeneration never runs ahead of metadata.generation, and every condition
+//	    carries the generation the status was computed for.
+//
+// Events of different kinds arrive on different watches, so I1 is decided by etcd's global
+// ordering: the ReplicaSet's scale-up must have a resourceVersion above the one at which the
+// confirming Job was first seen complete. (resourceVersions are opaque to clients in general; on
+// a single etcd, as in these tests, they are its revision numbers, and this checker relies on it.)
+package invariants
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	toolscache "k8s.io/client-go/tools/cache"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	routingv1alpha1 "github.com/schemagate/schemagate/api/v1alpha1"
+	"github.com/schemagate/schemagate/pkg/rollout"
+	"github.com/schemagate/schemagate/pkg/schemaversion"
+)
+
+// Checker records violations seen on the watched objects. It is safe for concurrent use.
+type Checker struct {
+	mu sync.Mutex
+	// confirmedAt[ns/rsvc-uid][version] is the resourceVersion at which that version's Job was
+	// first seen complete.
+	confirmedAt map[string]map[string]int64
+	rsvcs       map[string]*routingv1alpha1.RoutingService // by ns/name
+	rss         map[string]*appsv1.ReplicaSet              // by ns/name
+	served      map[string]bool                            // ns/rsvc/shard → reached its minimum once
+	pendingI1   []pendingCheck
+	violations  []string
+	events      int
+}
+
+type pendingCheck struct {
+	due  time.Time
+	rsRV int64
+	rs   *appsv1.ReplicaSet
+}
+
+// New returns an empty Checker.
+func New() *Checker {
+	return &Checker{
+		confirmedAt: map[string]map[string]int64{},
+		rsvcs:       map[string]*routingv1alpha1.RoutingService{},
+		rss:         map[string]*appsv1.ReplicaSet{},
+		served:      map[string]bool{},
+	}
+}
+
+// Watch registers the checker on c's informers for RoutingServices, ReplicaSets and Jobs. c must
+// be started by the caller; the checker sees every add and update the informers deliver.
+func (k *Checker) Watch(ctx context.Context, c cache.Cache) error {
+	for _, obj := range []client.Object{&routingv1alpha1.RoutingService{}, &appsv1.ReplicaSet{}, &batchv1.Job{}} {
+		inf, err := c.GetInformer(ctx, obj)
+		if err != nil {
+			return err
+		}
+		if _, err := inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
+			AddFunc:    func(o any) { k.observe(o) },
+			UpdateFunc: func(_, o any) { k.observe(o) },
+		}); err != nil {
+			return err
+		}
+	}
+	go func() {
+		t := time.NewTicker(200 * time.Millisecond)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				k.settle(false)
+			}
+		}
+	}()
+	return nil
+}
+
+// Violations returns what was violated so far (after settling pending checks), and how many
+// events were checked.
+func (k *Checker) Violations() ([]string, int) {
+	k.settle(true)
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return append([]string(nil), k.violations...), k.events
+}
+
+func rv(o metav1.Object) int64 {
+	n, _ := strconv.ParseInt(o.GetResourceVersion(), 10, 64)
+	return n
+}
+
+func (k *Checker) observe(o any) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	k.events++
+	switch obj := o.(type) {
+	case *routingv1alpha1.RoutingService:
+		key := obj.Namespace + "/" + obj.Name
+		if old := k.rsvcs[key]; old != nil && old.Generation != obj.Generation {
+			// A new spec may ask for more replicas than the shard has yet: start I2 afresh.
+			for _, s := range obj.Spec.Shards {
+				delete(k.served, key+"/"+s.Name)
+			}
+		}
+		k.rsvcs[key] = obj.DeepCopy()
+		k.checkI4(obj)
+		for _, rs := range k.rss {
+			if rs.Namespace == obj.Namespace && rs.Labels[rollout.LabelName] == obj.Name {
+				k.checkI2(rs.Namespace, obj, rs.Labels[rollout.LabelShard])
+			}
+		}
+	case *batchv1.Job:
+		owner := metav1.GetControllerOf(obj)
+		if owner == nil || !jobComplete(obj) {
+			return
+		}
+		key := obj.Namespace + "/" + string(owner.UID)
+		if k.confirmedAt[key] == nil {
+			k.confirmedAt[key] = map[string]int64{}
+		}
+		v := obj.Labels[rollout.LabelSchemaVersion]
+		if _, seen := k.confirmedAt[key][v]; !seen {
+			k.confirmedAt[key][v] = rv(obj)
+		}
+	case *appsv1.ReplicaSet:
+		k.rss[obj.Namespace+"/"+obj.Name] = obj.DeepCopy()
+		if obj.Spec.Replicas != nil && *obj.Spec.Replicas > 0 {
+			// Decided once the Job watch has had time to deliver anything older (see settle).
+			k.pendingI1 = append(k.pendingI1, pendingCheck{due: time.Now().Add(time.Second), rsRV: rv(obj), rs: obj.DeepCopy()})
+		}
+		if rsvc := k.rsvcs[obj.Namespace+"/"+obj.Labels[rollout.LabelName]]; rsvc != nil {
+			k.checkI2(obj.Namespace, rsvc, obj.Labels[rollout.LabelShard])
+		}
+	}
+}
+
+func jobComplete(j *batchv1.Job) bool {
+	for _, c := range j.Status.Conditions {
+		if c.Type == batchv1.JobComplete && c.Status == corev1.ConditionTrue {
+			return true
+		}
+	}
+	return false
+}
+
+// settle decides the I1 checks that are due (all of them when final).
+func (k *Checker) settle(final bool) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	now := time.Now()
+	var keep []pendingCheck
+	for _, p := range k.pendingI1 {
+		if !final && now.Before(p.due) {
+			keep = append(keep, p)
+			continue
+		}
+		owner := metav1.GetControllerOf(p.rs)
+		if owner == nil {
+			continue
+		}
+		need := rollout.RequiredSchema(p.rs)
+		ok := false
+		for v, at := range k.confirmedAt[p.rs.Namespace+"/"+string(owner.UID)] {
+			if schemaversion.AtLeast(v, need) && at < p.rsRV {
+				ok = true
+				break
+			}
+		}
+		if !ok {
+			k.violations = append(k.violations, fmt.Sprintf("I1: ReplicaSet %s/%s asked for %d replicas at resourceVersion %d, before schema %s was confirmed",
+				p.rs.Namespace, p.rs.Name, *p.rs.Spec.Replicas, p.rsRV, need))
+		}
+	}
+	k.pendingI1 = keep
+}
+
+func (k *Checker) checkI2(ns string, rsvc *routingv1alpha1.RoutingService, shard string) {
+	var spec *routingv1alpha1.ShardSpec
+	for i := range rsvc.Spec.Shards {
+		if rsvc.Spec.Shards[i].Name == shard {
+			spec = &rsvc.Spec.Shards[i]
+		}
+	}
+	if spec == nil {
+		return
+	}
+	var available int32
+	var detail []string
+	for _, rs := range k.rss {
+		if rs.Namespace == ns && rs.Labels[rollout.LabelName] == rsvc.Name && rs.Labels[rollout.LabelShard] == shard {
+			available += rs.Status.AvailableReplicas
+			detail = append(detail, fmt.Sprintf("%s %d/%d@%s", rs.Labels[rollout.LabelRevision], rs.Status.AvailableReplicas, *rs.Spec.Replicas, rs.ResourceVersion))
+		}
+	}
+	min := rollout.ResolveBudget(spec.Replicas, rsvc.Spec.Strategy.MaxSurge, rsvc.Spec.Strategy.MaxUnavailable).MinAvailable()
+	key := ns + "/" + rsvc.Name + "/" + shard
+	if available >= min {
+		k.served[key] = true
+		return
+	}
+	if k.served[key] {
+		k.violations = append(k.violations, fmt.Sprintf("I2: shard %s has %d available replicas, below replicas-maxUnavailable = %d (%s)", key, available, min, strings.Join(detail, ", ")))
+		// Report each dip once; it counts as served again when it recovers.
+		k.served[key] = false
+	}
+}
+
+func (k *Checker) checkI4(rsvc *routingv1alpha1.RoutingService) {
+	st := rsvc.Status
+	if st.ObservedGeneration > rsvc.Generation {
+		k.violations = append(k.violations, fmt.Sprintf("I4: %s/%s status.observedGeneration %d > generation %d", rsvc.Namespace, rsvc.Name, st.ObservedGeneration, rsvc.Generation))
+	}
+	for _, c := range st.Conditions {
+		if c.ObservedGeneration != st.ObservedGeneration {
+			k.violations = append(k.violations, fmt.Sprintf("I4: %s/%s condition %s has observedGeneration %d, status has %d", rsvc.Namespace, rsvc.Name, c.Type, c.ObservedGeneration, st.ObservedGeneration))
+		}
+	}
+}
