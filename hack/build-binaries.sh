@@ -26,10 +26,6 @@ goversion=$(go env GOVERSION)
 names=("$@")
 [ ${#names[@]} -gt 0 ] || names=(etcd kube-apiserver kubectl)
 
-# One build at a time: make test and make test-e2e may run together.
-exec 9>"$out/.lock"
-flock 9
-
 k8s_ldflags() {
   local minor=${k8s_version#v1.}; minor=${minor%%.*}
   local f="-s -w"
@@ -61,6 +57,9 @@ build() {
 }
 
 for name in "${names[@]}"; do
+  # One build of a binary at a time: make test and make test-e2e may run together.
+  exec 9>"$out/.$name.lock"
+  flock 9
   want=$(stamp_of "$name")
   if [ -x "$out/$name" ] && [ "$(cat "$out/.$name.stamp" 2>/dev/null)" = "$want" ]; then
     continue
