@@ -19,7 +19,7 @@ $(CONTROLLER_GEN): hack/tools/go.mod hack/tools/go.sum
 
 .PHONY: manifests
 manifests: $(CONTROLLER_GEN) ## Generate the CRD and RBAC manifests from the API and controller markers.
-	$(CONTROLLER_GEN) rbac:roleName=schemagate-manager crd paths="./..." \
+	$(CONTROLLER_GEN) rbac:roleName=schemagate-manager crd:generateEmbeddedObjectMeta=true paths="./..." \
 		output:crd:artifacts:config=config/crd/bases output:rbac:artifacts:config=config/rbac
 	go run ./hack/crdtrim config/crd/bases/*.yaml
 
@@ -48,6 +48,18 @@ envtest-assets: ## Build etcd, kube-apiserver and kubectl from source (cached un
 .PHONY: test
 test: manifests generate vet envtest-assets ## Unit tests and the envtest suite against a real kube-apiserver + etcd.
 	KUBEBUILDER_ASSETS=$(BIN)/k8s go test -timeout $(TEST_TIMEOUT) ./... -count=1
+
+.PHONY: cluster-binaries
+cluster-binaries: ## Build the local cluster's binaries from source (cached under bin/k8s).
+	hack/build-binaries.sh etcd kube-apiserver kubectl kube-controller-manager kube-scheduler kwok
+
+.PHONY: demo
+demo: build cluster-binaries ## Watch a schema-gated three-region rollout on a local control plane (KEEP=1 keeps it up).
+	go run ./hack/demo
+
+.PHONY: test-e2e
+test-e2e: build cluster-binaries ## End-to-end tests on the local cluster (real ReplicaSet, Job and scheduler controllers).
+	SCHEMAGATE_BIN=$(BIN) go test -tags e2e -timeout 20m ./test/e2e/ -count=1 -v
 
 .PHONY: bench
 bench: ## Benchmarks of the rollout planner (prints a table).

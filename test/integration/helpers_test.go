@@ -44,7 +44,7 @@ func fixture(ns string) *routingv1alpha1.RoutingService {
 		ObjectMeta: metav1.ObjectMeta{Name: "rs-a", Namespace: ns},
 		Spec: routingv1alpha1.RoutingServiceSpec{
 			Template: corev1.PodTemplateSpec{
-				ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": "rs-a"}},
+				ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": "rs-a"}, Annotations: map[string]string{"example.com/owner": "edge"}},
 				Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: "app:v1"}}},
 			},
 			Schema: routingv1alpha1.SchemaSpec{Version: "1", Migration: routingv1alpha1.MigrationSpec{

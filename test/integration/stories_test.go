@@ -36,6 +36,13 @@ func TestStoryCreateThenUpdateMigratesFirstAndPromotesShardByShard(t *testing.T)
 	waitReady(t, ns, 90*time.Second)
 	eventually(t, 10*time.Second, "v2 everywhere", servingIs(t, ns, "us-east=app:v2:3/3 eu-west=app:v2:3/3 ap-south=app:v2:3/3"))
 
+	// The template's own metadata reaches the pods (the CRD keeps embedded ObjectMeta).
+	for _, rs := range replicaSets(t, ns) {
+		if rs.Spec.Template.Labels["app"] != "rs-a" || rs.Spec.Template.Annotations["example.com/owner"] != "edge" {
+			t.Fatalf("%s lost the template's labels or annotations: %v %v", rs.Name, rs.Spec.Template.Labels, rs.Spec.Template.Annotations)
+		}
+	}
+
 	// Shards were promoted in order: each shard's v2 ReplicaSet was created after the previous
 	// shard's had all its pods.
 	created := map[string]time.Time{}

@@ -61,6 +61,7 @@ func run(m *testing.M) int {
 	var err error
 	if cfg, err = testEnv.Start(); err != nil {
 		fmt.Fprintln(os.Stderr, "starting envtest:", err)
+		_ = testEnv.Stop() // a failed start (e.g. a CRD the API server rejects) leaves processes behind
 		return 1
 	}
 	defer func() { _ = testEnv.Stop() }()
