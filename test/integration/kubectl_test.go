@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	routingv1alpha1 "github.com/schemagate/schemagate/api/v1alpha1"
+	"github.com/schemagate/schemagate/test/story"
 )
 
 // kubectl runs the kubectl that hack/build-binaries.sh built, against the envtest API server,
@@ -30,14 +31,14 @@ func kubectl(t *testing.T, args ...string) (string, error) {
 // The generated CRD and the samples apply with server-side apply, as the README says.
 func TestKubectlServerSideApplyOfCRDAndSamples(t *testing.T) {
 	t.Parallel()
-	ns := newNamespace(t)
+	ns := kit.NewNamespace(t)
 	if out, err := kubectl(t, "apply", "--server-side", "-f", filepath.Join(rootDir, "config/crd/bases")); err != nil {
 		t.Fatalf("apply CRD: %v\n%s", err, out)
 	}
 	if out, err := kubectl(t, "apply", "--server-side", "-n", ns, "-k", filepath.Join(rootDir, "config/samples")); err != nil {
 		t.Fatalf("apply samples: %v\n%s", err, out)
 	}
-	eventually(t, 20*time.Second, "the sample is reconciled", func() error {
+	story.Eventually(t, 20*time.Second, "the sample is reconciled", func() error {
 		out, err := kubectl(t, "get", "routingservice", "edge-router", "-n", ns)
 		if err != nil {
 			return fmt.Errorf("%v: %s", err, out)
@@ -60,10 +61,10 @@ func TestStoryS14InvalidSpecThenFix(t *testing.T) {
 	t.Parallel()
 	ns := steadyV1(t)
 	before := map[string]string{}
-	for _, rs := range replicaSets(t, ns) {
+	for _, rs := range kit.ReplicaSets(t, ns) {
 		before[rs.Name] = rs.ResourceVersion
 	}
-	generation := get(t, ns).Generation
+	generation := kit.Get(t, ns).Generation
 
 	// Each case edits the manifest as a person would (an explicit empty value stays in the YAML).
 	cases := []struct {
@@ -84,7 +85,7 @@ func TestStoryS14InvalidSpecThenFix(t *testing.T) {
 		{"name too long for ReplicaSet and Job names", false, []string{"metadata", "name"}, strings.Repeat("a", 41), "metadata.name"},
 	}
 	for _, c := range cases {
-		u := manifest(t, get(t, ns))
+		u := manifest(t, kit.Get(t, ns))
 		if c.fresh {
 			u.SetName("rs-new")
 		}
@@ -109,19 +110,19 @@ func TestStoryS14InvalidSpecThenFix(t *testing.T) {
 		}
 		t.Logf("%s: %s", c.name, strings.TrimSpace(out))
 	}
-	if g := get(t, ns).Generation; g != generation {
+	if g := kit.Get(t, ns).Generation; g != generation {
 		t.Fatalf("a rejected spec changed the generation: %d → %d", generation, g)
 	}
-	for _, rs := range replicaSets(t, ns) {
+	for _, rs := range kit.ReplicaSets(t, ns) {
 		if before[rs.Name] != rs.ResourceVersion {
 			t.Fatalf("%s changed after rejected specs", rs.Name)
 		}
 	}
-	update(t, ns, toV2("app:v2", "migrate:ok"))
-	waitReady(t, ns, 60*time.Second)
-	eventually(t, 10*time.Second, "v2 everywhere", servingIs(t, ns, "us-east=app:v2:3/3 eu-west=app:v2:3/3 ap-south=app:v2:3/3"))
-	rsvc := get(t, ns)
-	if c := condition(rsvc, routingv1alpha1.ConditionStalled); c == nil || c.Status != metav1.ConditionFalse {
+	kit.Update(t, ns, story.ToV2("app:v2", "migrate:ok"))
+	kit.WaitReady(t, ns, 60*time.Second)
+	story.Eventually(t, 10*time.Second, "v2 everywhere", kit.ServingIs(t, ns, "us-east=app:v2:3/3 eu-west=app:v2:3/3 ap-south=app:v2:3/3"))
+	rsvc := kit.Get(t, ns)
+	if c := story.Condition(rsvc, routingv1alpha1.ConditionStalled); c == nil || c.Status != metav1.ConditionFalse {
 		t.Fatalf("Stalled = %+v", c)
 	}
 }

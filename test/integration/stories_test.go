@@ -12,32 +12,33 @@ import (
 
 	routingv1alpha1 "github.com/schemagate/schemagate/api/v1alpha1"
 	"github.com/schemagate/schemagate/pkg/rollout"
+	"github.com/schemagate/schemagate/test/story"
 )
 
 // A platform engineer creates rs-a and then updates it to v2 with schema 2: the migration runs
 // first, v2 pods (whose readiness needs schema 2, S-02) start only after it, one shard at a time.
 func TestStoryCreateThenUpdateMigratesFirstAndPromotesShardByShard(t *testing.T) {
 	t.Parallel()
-	ns := newNamespace(t)
-	if err := k8s.Create(context.Background(), fixture(ns)); err != nil {
+	ns := kit.NewNamespace(t)
+	if err := k8s.Create(context.Background(), story.Fixture(ns)); err != nil {
 		t.Fatal(err)
 	}
 	// The first reconcile says it is working on this generation (S-13).
-	eventually(t, 10*time.Second, "Reconciling=True", hasCondition(t, ns, routingv1alpha1.ConditionReconciling, metav1.ConditionTrue, ""))
-	waitReady(t, ns, 60*time.Second)
-	eventually(t, 10*time.Second, "v1 everywhere", servingIs(t, ns, allV1))
-	rsvc := get(t, ns)
+	story.Eventually(t, 10*time.Second, "Reconciling=True", kit.HasCondition(t, ns, routingv1alpha1.ConditionReconciling, metav1.ConditionTrue, ""))
+	kit.WaitReady(t, ns, 60*time.Second)
+	story.Eventually(t, 10*time.Second, "v1 everywhere", kit.ServingIs(t, ns, story.AllV1))
+	rsvc := kit.Get(t, ns)
 	if rsvc.Status.Schema.ConfirmedVersion != "1" || rsvc.Status.PromotedShards != "3/3" || rsvc.Status.StableRevision == "" {
 		t.Fatalf("status after the first rollout: %+v", rsvc.Status)
 	}
 
-	update(t, ns, toV2("app:v2", "migrate:ok"))
-	eventually(t, 10*time.Second, "SchemaReady for schema 2", hasCondition(t, ns, routingv1alpha1.ConditionSchemaReady, metav1.ConditionTrue, routingv1alpha1.ReasonSchemaConfirmed))
-	waitReady(t, ns, 90*time.Second)
-	eventually(t, 10*time.Second, "v2 everywhere", servingIs(t, ns, "us-east=app:v2:3/3 eu-west=app:v2:3/3 ap-south=app:v2:3/3"))
+	kit.Update(t, ns, story.ToV2("app:v2", "migrate:ok"))
+	story.Eventually(t, 10*time.Second, "SchemaReady for schema 2", kit.HasCondition(t, ns, routingv1alpha1.ConditionSchemaReady, metav1.ConditionTrue, routingv1alpha1.ReasonSchemaConfirmed))
+	kit.WaitReady(t, ns, 90*time.Second)
+	story.Eventually(t, 10*time.Second, "v2 everywhere", kit.ServingIs(t, ns, "us-east=app:v2:3/3 eu-west=app:v2:3/3 ap-south=app:v2:3/3"))
 
 	// The template's own metadata reaches the pods (the CRD keeps embedded ObjectMeta).
-	for _, rs := range replicaSets(t, ns) {
+	for _, rs := range kit.ReplicaSets(t, ns) {
 		if rs.Spec.Template.Labels["app"] != "rs-a" || rs.Spec.Template.Annotations["example.com/owner"] != "edge" {
 			t.Fatalf("%s lost the template's labels or annotations: %v %v", rs.Name, rs.Spec.Template.Labels, rs.Spec.Template.Annotations)
 		}
@@ -46,7 +47,7 @@ func TestStoryCreateThenUpdateMigratesFirstAndPromotesShardByShard(t *testing.T)
 	// Shards were promoted in order: each shard's v2 ReplicaSet was created after the previous
 	// shard's had all its pods.
 	created := map[string]time.Time{}
-	for _, rs := range replicaSets(t, ns) {
+	for _, rs := range kit.ReplicaSets(t, ns) {
 		if rs.Spec.Template.Spec.Containers[0].Image == "app:v2" {
 			created[rs.Labels[rollout.LabelShard]] = rs.CreationTimestamp.Time
 		}
@@ -55,20 +56,20 @@ func TestStoryCreateThenUpdateMigratesFirstAndPromotesShardByShard(t *testing.T)
 		created["eu-west"].After(created["ap-south"]) {
 		t.Fatalf("v2 ReplicaSets created out of order: %v", created)
 	}
-	rsvc = get(t, ns)
+	rsvc = kit.Get(t, ns)
 	if rsvc.Status.StableRevision != rsvc.Status.UpdateRevision {
 		t.Fatalf("stableRevision %s, updateRevision %s", rsvc.Status.StableRevision, rsvc.Status.UpdateRevision)
 	}
 	for _, reason := range []string{"MigrationStarted", routingv1alpha1.ReasonSchemaConfirmed, "ShardStarted", "ShardPromoted", routingv1alpha1.ReasonRolloutComplete} {
-		if !slices.Contains(eventsFor(t, ns), reason) {
-			t.Errorf("no %s Event; got %v", reason, eventsFor(t, ns))
+		if !slices.Contains(kit.EventsFor(t, ns), reason) {
+			t.Errorf("no %s Event; got %v", reason, kit.EventsFor(t, ns))
 		}
 	}
 
 	// I4: once steady, reconciles write nothing.
-	before := get(t, ns).ResourceVersion
+	before := kit.Get(t, ns).ResourceVersion
 	time.Sleep(3 * time.Second)
-	if after := get(t, ns).ResourceVersion; after != before {
+	if after := kit.Get(t, ns).ResourceVersion; after != before {
 		t.Fatalf("a steady RoutingService was written again: resourceVersion %s → %s", before, after)
 	}
 }
@@ -77,20 +78,20 @@ func TestStoryCreateThenUpdateMigratesFirstAndPromotesShardByShard(t *testing.T)
 func TestStoryS01MigrationRunningThenFailing(t *testing.T) {
 	t.Parallel()
 	ns := steadyV1(t)
-	update(t, ns, toV2("app:v2", "migrate:manual"))
-	eventually(t, 10*time.Second, "SchemaReady=False Migrating", hasCondition(t, ns, routingv1alpha1.ConditionSchemaReady, metav1.ConditionFalse, routingv1alpha1.ReasonMigrating))
-	consistently(t, 3*time.Second, "while migrating, no v2 pod anywhere", func() error {
-		if strings.Contains(serving(t, ns), "app:v2") {
-			return fmt.Errorf("v2 before its schema: %s", serving(t, ns))
+	kit.Update(t, ns, story.ToV2("app:v2", "migrate:manual"))
+	story.Eventually(t, 10*time.Second, "SchemaReady=False Migrating", kit.HasCondition(t, ns, routingv1alpha1.ConditionSchemaReady, metav1.ConditionFalse, routingv1alpha1.ReasonMigrating))
+	story.Consistently(t, 3*time.Second, "while migrating, no v2 pod anywhere", func() error {
+		if strings.Contains(kit.Serving(t, ns), "app:v2") {
+			return fmt.Errorf("v2 before its schema: %s", kit.Serving(t, ns))
 		}
-		return hasCondition(t, ns, routingv1alpha1.ConditionReconciling, metav1.ConditionTrue, routingv1alpha1.ReasonMigrating)()
+		return kit.HasCondition(t, ns, routingv1alpha1.ConditionReconciling, metav1.ConditionTrue, routingv1alpha1.ReasonMigrating)()
 	})
 
 	finishJob(t, ns, "2", false)
-	eventually(t, 10*time.Second, "SchemaReady=False MigrationFailed", hasCondition(t, ns, routingv1alpha1.ConditionSchemaReady, metav1.ConditionFalse, routingv1alpha1.ReasonMigrationFailed))
-	eventually(t, 5*time.Second, "Stalled=True", hasCondition(t, ns, routingv1alpha1.ConditionStalled, metav1.ConditionTrue, routingv1alpha1.ReasonMigrationFailed))
-	consistently(t, 2*time.Second, "v1 keeps serving everywhere at full size", servingIs(t, ns, allV1))
-	if n := len(jobs(t, ns)); n != 2 {
+	story.Eventually(t, 10*time.Second, "SchemaReady=False MigrationFailed", kit.HasCondition(t, ns, routingv1alpha1.ConditionSchemaReady, metav1.ConditionFalse, routingv1alpha1.ReasonMigrationFailed))
+	story.Eventually(t, 5*time.Second, "Stalled=True", kit.HasCondition(t, ns, routingv1alpha1.ConditionStalled, metav1.ConditionTrue, routingv1alpha1.ReasonMigrationFailed))
+	story.Consistently(t, 2*time.Second, "v1 keeps serving everywhere at full size", kit.ServingIs(t, ns, story.AllV1))
+	if n := len(kit.Jobs(t, ns)); n != 2 {
 		t.Fatalf("a failed migration is not retried: %d Jobs, want 2 (schema 1 and 2)", n)
 	}
 }
@@ -102,20 +103,20 @@ func TestStoryS03StaleEvidenceIsNotTrusted(t *testing.T) {
 	ctx := context.Background()
 
 	// An old status field claims schema 2 …
-	rsvc := get(t, ns)
+	rsvc := kit.Get(t, ns)
 	rsvc.Status.Schema.ConfirmedVersion = "2"
 	if err := k8s.Status().Update(ctx, rsvc); err != nil {
 		t.Fatal(err)
 	}
 	// … so does an annotation, and a succeeded Job for schema 2 with rs-a's labels and even its
 	// deterministic name for attempt 5, owned by another RoutingService.
-	other := fixture(ns)
+	other := story.Fixture(ns)
 	other.Name = "rs-b"
 	other.Spec.Paused = true
 	if err := k8s.Create(ctx, other); err != nil {
 		t.Fatal(err)
 	}
-	forged := rollout.NewMigrationJob(get(t, ns), "2", 5)
+	forged := rollout.NewMigrationJob(kit.Get(t, ns), "2", 5)
 	forged.OwnerReferences[0].Name, forged.OwnerReferences[0].UID = other.Name, other.UID
 	if err := k8s.Create(ctx, forged); err != nil {
 		t.Fatal(err)
@@ -123,33 +124,33 @@ func TestStoryS03StaleEvidenceIsNotTrusted(t *testing.T) {
 	if err := fake.finish(ctx, forged, true); err != nil {
 		t.Fatal(err)
 	}
-	update(t, ns, func(r *routingv1alpha1.RoutingService) {
-		toV2("app:v2", "migrate:manual")(r)
+	kit.Update(t, ns, func(r *routingv1alpha1.RoutingService) {
+		story.ToV2("app:v2", "migrate:manual")(r)
 		r.Annotations = map[string]string{"schemagate.io/schema-confirmed": "2"}
 	})
-	eventually(t, 10*time.Second, "SchemaReady=False Migrating", hasCondition(t, ns, routingv1alpha1.ConditionSchemaReady, metav1.ConditionFalse, routingv1alpha1.ReasonMigrating))
-	consistently(t, 3*time.Second, "v2 never starts on schema 1", func() error {
-		if strings.Contains(serving(t, ns), "app:v2") {
-			return fmt.Errorf("v2 before its schema: %s", serving(t, ns))
+	story.Eventually(t, 10*time.Second, "SchemaReady=False Migrating", kit.HasCondition(t, ns, routingv1alpha1.ConditionSchemaReady, metav1.ConditionFalse, routingv1alpha1.ReasonMigrating))
+	story.Consistently(t, 3*time.Second, "v2 never starts on schema 1", func() error {
+		if strings.Contains(kit.Serving(t, ns), "app:v2") {
+			return fmt.Errorf("v2 before its schema: %s", kit.Serving(t, ns))
 		}
-		if v := get(t, ns).Status.Schema.ConfirmedVersion; v != "1" {
+		if v := kit.Get(t, ns).Status.Schema.ConfirmedVersion; v != "1" {
 			return fmt.Errorf("confirmedVersion %q, want 1", v)
 		}
 		return nil
 	})
 	// Its own migration then succeeds, and v2 rolls out.
 	finishJob(t, ns, "2", true)
-	waitReady(t, ns, 60*time.Second)
+	kit.WaitReady(t, ns, 60*time.Second)
 }
 
 // S-07: schema already in place; the new image cannot start in the first shard.
 func TestStoryS07BadImageInFirstShard(t *testing.T) {
 	t.Parallel()
 	ns := steadyV1(t)
-	update(t, ns, func(r *routingv1alpha1.RoutingService) { r.Spec.Template.Spec.Containers[0].Image = "app:broken" })
-	eventually(t, 30*time.Second, "Stalled=True ProgressDeadlineExceeded", hasCondition(t, ns, routingv1alpha1.ConditionStalled, metav1.ConditionTrue, routingv1alpha1.ReasonProgressDeadlineExceeded))
-	eventually(t, 10*time.Second, "us-east back to full v1", servingIs(t, ns, allV1))
-	for _, rs := range replicaSets(t, ns) {
+	kit.Update(t, ns, func(r *routingv1alpha1.RoutingService) { r.Spec.Template.Spec.Containers[0].Image = "app:broken" })
+	story.Eventually(t, 30*time.Second, "Stalled=True ProgressDeadlineExceeded", kit.HasCondition(t, ns, routingv1alpha1.ConditionStalled, metav1.ConditionTrue, routingv1alpha1.ReasonProgressDeadlineExceeded))
+	story.Eventually(t, 10*time.Second, "us-east back to full v1", kit.ServingIs(t, ns, story.AllV1))
+	for _, rs := range kit.ReplicaSets(t, ns) {
 		shard := rs.Labels[rollout.LabelShard]
 		if rs.Spec.Template.Spec.Containers[0].Image == "app:broken" && shard != "us-east" {
 			t.Fatalf("shard %s was touched: %s", shard, rs.Name)
@@ -158,15 +159,15 @@ func TestStoryS07BadImageInFirstShard(t *testing.T) {
 			t.Fatalf("%s not scaled to 0", rs.Name)
 		}
 	}
-	rsvc := get(t, ns)
+	rsvc := kit.Get(t, ns)
 	if rsvc.Status.Failure == nil || rsvc.Status.Failure.Shard != "us-east" {
 		t.Fatalf("status.failure %+v", rsvc.Status.Failure)
 	}
 	// A following spec change is accepted without manual cleanup.
-	update(t, ns, func(r *routingv1alpha1.RoutingService) { r.Spec.Template.Spec.Containers[0].Image = "app:v3" })
-	waitReady(t, ns, 60*time.Second)
-	eventually(t, 10*time.Second, "v3 everywhere", servingIs(t, ns, "us-east=app:v3:3/3 eu-west=app:v3:3/3 ap-south=app:v3:3/3"))
-	if get(t, ns).Status.Failure != nil {
+	kit.Update(t, ns, func(r *routingv1alpha1.RoutingService) { r.Spec.Template.Spec.Containers[0].Image = "app:v3" })
+	kit.WaitReady(t, ns, 60*time.Second)
+	story.Eventually(t, 10*time.Second, "v3 everywhere", kit.ServingIs(t, ns, "us-east=app:v3:3/3 eu-west=app:v3:3/3 ap-south=app:v3:3/3"))
+	if kit.Get(t, ns).Status.Failure != nil {
 		t.Fatal("a stale failure is left in status")
 	}
 }
@@ -180,22 +181,22 @@ func TestStoryS08RollbackNeverRemovesTheOnlyHealthyPods(t *testing.T) {
 		t.Run(string(policy), func(t *testing.T) {
 			t.Parallel()
 			ns := steadyV1(t)
-			update(t, ns, func(r *routingv1alpha1.RoutingService) {
-				toV2("app:v2-broken-in-eu-west", "migrate:ok")(r)
+			kit.Update(t, ns, func(r *routingv1alpha1.RoutingService) {
+				story.ToV2("app:v2-broken-in-eu-west", "migrate:ok")(r)
 				r.Spec.Strategy.FailurePolicy = policy
 			})
-			eventually(t, 60*time.Second, "Stalled=True", hasCondition(t, ns, routingv1alpha1.ConditionStalled, metav1.ConditionTrue, routingv1alpha1.ReasonProgressDeadlineExceeded))
-			if f := get(t, ns).Status.Failure; f == nil || f.Shard != "eu-west" {
+			story.Eventually(t, 60*time.Second, "Stalled=True", kit.HasCondition(t, ns, routingv1alpha1.ConditionStalled, metav1.ConditionTrue, routingv1alpha1.ReasonProgressDeadlineExceeded))
+			if f := kit.Get(t, ns).Status.Failure; f == nil || f.Shard != "eu-west" {
 				t.Fatalf("status.failure %+v", f)
 			}
 			switch policy {
 			case routingv1alpha1.FailurePolicyRollback:
-				eventually(t, 20*time.Second, "every shard back on v1", servingIs(t, ns, allV1))
+				story.Eventually(t, 20*time.Second, "every shard back on v1", kit.ServingIs(t, ns, story.AllV1))
 			case routingv1alpha1.FailurePolicyHalt:
 				want := "us-east=app:v2-broken-in-eu-west:3/3 eu-west=app:v1:3/3 eu-west=app:v2-broken-in-eu-west:1/0 ap-south=app:v1:3/3"
-				consistently(t, 3*time.Second, "Halt leaves everything as it was", servingIs(t, ns, want))
+				story.Consistently(t, 3*time.Second, "Halt leaves everything as it was", kit.ServingIs(t, ns, want))
 			}
-			if c := condition(get(t, ns), routingv1alpha1.ConditionAvailable); c == nil || c.Status != metav1.ConditionTrue {
+			if c := story.Condition(kit.Get(t, ns), routingv1alpha1.ConditionAvailable); c == nil || c.Status != metav1.ConditionTrue {
 				t.Fatalf("Available = %+v", c)
 			}
 		})
@@ -207,28 +208,28 @@ func TestStoryS09AbortWithNothingInProgress(t *testing.T) {
 	t.Parallel()
 	ns := steadyV1(t)
 	versions := map[string]string{}
-	for _, rs := range replicaSets(t, ns) {
+	for _, rs := range kit.ReplicaSets(t, ns) {
 		versions[rs.Name] = fmt.Sprint(*rs.Spec.Replicas)
 	}
-	update(t, ns, func(r *routingv1alpha1.RoutingService) {
+	kit.Update(t, ns, func(r *routingv1alpha1.RoutingService) {
 		r.Annotations = map[string]string{routingv1alpha1.AnnotationAbort: "2026-11-30T12:00:00Z"}
 	})
-	eventually(t, 10*time.Second, "abort recorded", func() error {
-		if got := get(t, ns).Status.LastHandledAbort; got != "2026-11-30T12:00:00Z" {
+	story.Eventually(t, 10*time.Second, "abort recorded", func() error {
+		if got := kit.Get(t, ns).Status.LastHandledAbort; got != "2026-11-30T12:00:00Z" {
 			return fmt.Errorf("lastHandledAbort %q", got)
 		}
 		return nil
 	})
-	consistently(t, 2*time.Second, "Ready stays True", hasCondition(t, ns, routingv1alpha1.ConditionReady, metav1.ConditionTrue, routingv1alpha1.ReasonRolloutComplete))
-	for _, rs := range replicaSets(t, ns) {
+	story.Consistently(t, 2*time.Second, "Ready stays True", kit.HasCondition(t, ns, routingv1alpha1.ConditionReady, metav1.ConditionTrue, routingv1alpha1.ReasonRolloutComplete))
+	for _, rs := range kit.ReplicaSets(t, ns) {
 		if versions[rs.Name] != fmt.Sprint(*rs.Spec.Replicas) {
 			t.Fatalf("%s replicas changed: %s → %d", rs.Name, versions[rs.Name], *rs.Spec.Replicas)
 		}
 	}
-	if !slices.Contains(eventsFor(t, ns), "AbortIgnored") {
-		t.Fatalf("no AbortIgnored Event: %v", eventsFor(t, ns))
+	if !slices.Contains(kit.EventsFor(t, ns), "AbortIgnored") {
+		t.Fatalf("no AbortIgnored Event: %v", kit.EventsFor(t, ns))
 	}
-	if get(t, ns).Status.Failure != nil {
+	if kit.Get(t, ns).Status.Failure != nil {
 		t.Fatal("abort with nothing in progress recorded a failure")
 	}
 }

@@ -11,7 +11,6 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
-	"time"
 
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/clock"
@@ -24,6 +23,7 @@ import (
 
 	"github.com/schemagate/schemagate/controllers"
 	"github.com/schemagate/schemagate/test/invariants"
+	"github.com/schemagate/schemagate/test/story"
 )
 
 var (
@@ -32,6 +32,7 @@ var (
 	k8s      client.Client
 	fake     *fakeCluster
 	checker  *invariants.Checker
+	kit      story.Kit
 	rootDir  string
 	assetDir string
 )
@@ -93,6 +94,7 @@ func run(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, "client:", err)
 		return 1
 	}
+	kit = story.Kit{C: k8s}
 	fake = newFakeCluster(k8s)
 	go fake.run(ctx)
 
@@ -128,30 +130,3 @@ func run(m *testing.M) int {
 type devNull struct{}
 
 func (devNull) Write(p []byte) (int, error) { return len(p), nil }
-
-// eventually polls cond every 100 ms until it returns nil or timeout passes; then it fails the
-// test with cond's last error.
-func eventually(t *testing.T, timeout time.Duration, what string, cond func() error) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	var err error
-	for time.Now().Before(deadline) {
-		if err = cond(); err == nil {
-			return
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	t.Fatalf("%s: not within %s: %v", what, timeout, err)
-}
-
-// consistently checks cond every 100 ms for d and fails the test at its first error.
-func consistently(t *testing.T, d time.Duration, what string, cond func() error) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for time.Now().Before(deadline) {
-		if err := cond(); err != nil {
-			t.Fatalf("%s: %v", what, err)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-}

@@ -1,0 +1,124 @@
+//go:build e2e
+
+// Package e2e runs schemagate's stories on a real local control plane (test/localcluster): the
+// real ReplicaSet, Job and scheduler controllers act, kwok stands in for kubelets, and the manager
+// runs as its own binary, as in production. An invariant checker watches every event. Run with
+// `make test-e2e` (it builds what it needs).
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
+
+	"github.com/schemagate/schemagate/controllers"
+	"github.com/schemagate/schemagate/test/invariants"
+	"github.com/schemagate/schemagate/test/localcluster"
+)
+
+var (
+	cluster *localcluster.Cluster
+	cfg     *rest.Config
+	k8s     client.Client
+	checker *invariants.Checker
+	binDir  string
+	rootDir string
+)
+
+func TestMain(m *testing.M) { os.Exit(run(m)) }
+
+func run(m *testing.M) int {
+	ctrllog.SetLogger(logr.Discard())
+	binDir = os.Getenv("SCHEMAGATE_BIN")
+	if binDir == "" {
+		fmt.Fprintln(os.Stderr, "SCHEMAGATE_BIN is not set: run `make test-e2e`, which builds the binaries")
+		return 1
+	}
+	wd, _ := os.Getwd()
+	rootDir = filepath.Join(wd, "..", "..")
+	state, err := os.MkdirTemp("", "schemagate-e2e-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+
+	start := time.Now()
+	fmt.Println("starting the local cluster in", state)
+	cluster, err = localcluster.Start(ctx, localcluster.Options{BinDir: filepath.Join(binDir, "k8s"), StateDir: state, Log: os.Stdout})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "local cluster:", err)
+		return 1
+	}
+	defer cluster.Stop()
+	cfg = cluster.Config
+	out, err := exec.Command(filepath.Join(binDir, "k8s", "kubectl"), "--kubeconfig", cluster.Kubeconfig,
+		"apply", "--server-side", "-k", filepath.Join(rootDir, "config", "crd")).CombinedOutput()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "installing the CRD: %v: %s\n", err, out)
+		return 1
+	}
+	manager, err := localcluster.StartProcess("manager", filepath.Join(binDir, "manager"), []string{
+		"--kubeconfig=" + cluster.Kubeconfig, "--leader-elect=false",
+		"--metrics-bind-address=0", "--health-probe-bind-address=0",
+	}, filepath.Join(state, "logs", "manager.log"))
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "manager:", err)
+		return 1
+	}
+	defer manager.Stop(10 * time.Second)
+
+	if k8s, err = client.New(cfg, client.Options{Scheme: controllers.Scheme()}); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	watchCache, err := cache.New(cfg, cache.Options{Scheme: controllers.Scheme()})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	checker = invariants.New()
+	if err := checker.Watch(ctx, watchCache); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	go func() { _ = watchCache.Start(ctx) }()
+	if !watchCache.WaitForCacheSync(ctx) {
+		fmt.Fprintln(os.Stderr, "checker cache did not sync")
+		return 1
+	}
+	fmt.Printf("cluster and manager up in %.1fs\n", time.Since(start).Seconds())
+
+	code := m.Run()
+	violations, events := checker.Violations()
+	fmt.Printf("invariant checker: %d events checked, %d violations\n", events, len(violations))
+	for _, v := range violations {
+		fmt.Println("  " + v)
+	}
+	if len(violations) > 0 && code == 0 {
+		code = 1
+	}
+	if !manager.Running() {
+		fmt.Println("the manager exited during the tests:", manager.Tail(3000))
+		code = 1
+	}
+	if code != 0 {
+		fmt.Println("logs kept in", state)
+	} else {
+		cluster.Stop()
+		_ = os.RemoveAll(state)
+	}
+	fmt.Printf("e2e wall time %.1fs\n", time.Since(start).Seconds())
+	return code
+}
