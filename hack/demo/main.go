@@ -7,11 +7,9 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"os"
-	"os/exec"
 	"os/signal"
 	"path/filepath"
 	"syscall"
@@ -61,9 +59,8 @@ func run(ctx context.Context, stateDir string, keep bool, bake int32) error {
 	fmt.Printf("                                 %s get rsvc,rs,jobs,pods -o wide\n", filepath.Join(bin, "k8s", "kubectl"))
 
 	heading("2. The RoutingService CRD (kubectl apply --server-side -k config/crd) and the manager")
-	kubectl := exec.CommandContext(ctx, filepath.Join(bin, "k8s", "kubectl"), "--kubeconfig", cluster.Kubeconfig, "apply", "--server-side", "-k", "config/crd")
-	if out, err := kubectl.CombinedOutput(); err != nil {
-		return fmt.Errorf("installing the CRD: %v: %s", err, out)
+	if err := cluster.InstallCRDs(ctx, filepath.Join(bin, "k8s", "kubectl"), "config/crd", routingv1alpha1.GroupVersion.String()); err != nil {
+		return err
 	}
 	manager, err := startManager(ctx, filepath.Join(bin, "manager"), cluster.Kubeconfig, filepath.Join(stateDir, "logs", "manager.log"))
 	if err != nil {
@@ -74,9 +71,6 @@ func run(ctx context.Context, stateDir string, keep bool, bake int32) error {
 
 	c, err := client.New(cluster.Config, client.Options{Scheme: controllers.Scheme()})
 	if err != nil {
-		return err
-	}
-	if err := waitForCRD(ctx, c); err != nil {
 		return err
 	}
 	w := newWatcher(c, "default", "edge-router")
@@ -138,15 +132,3 @@ func run(ctx context.Context, stateDir string, keep bool, bake int32) error {
 }
 
 func heading(s string) { fmt.Printf("\n== %s\n", s) }
-
-func waitForCRD(ctx context.Context, c client.Client) error {
-	deadline := time.Now().Add(30 * time.Second)
-	for time.Now().Before(deadline) {
-		var list routingv1alpha1.RoutingServiceList
-		if err := c.List(ctx, &list); err == nil {
-			return nil
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
-	return errors.New("the RoutingService API did not become available")
-}

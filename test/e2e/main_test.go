@@ -10,7 +10,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"testing"
 	"time"
@@ -21,6 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
+	routingv1alpha1 "github.com/schemagate/schemagate/api/v1alpha1"
 	"github.com/schemagate/schemagate/controllers"
 	"github.com/schemagate/schemagate/test/invariants"
 	"github.com/schemagate/schemagate/test/localcluster"
@@ -63,10 +63,8 @@ func run(m *testing.M) int {
 	}
 	defer cluster.Stop()
 	cfg = cluster.Config
-	out, err := exec.Command(filepath.Join(binDir, "k8s", "kubectl"), "--kubeconfig", cluster.Kubeconfig,
-		"apply", "--server-side", "-k", filepath.Join(rootDir, "config", "crd")).CombinedOutput()
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "installing the CRD: %v: %s\n", err, out)
+	if err := cluster.InstallCRDs(ctx, filepath.Join(binDir, "k8s", "kubectl"), filepath.Join(rootDir, "config", "crd"), routingv1alpha1.GroupVersion.String()); err != nil {
+		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
 	manager, err := localcluster.StartProcess("manager", filepath.Join(binDir, "manager"), []string{
