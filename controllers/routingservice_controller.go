@@ -49,6 +49,9 @@ func (r *RoutingServiceReconciler) Reconcile(ctx context.Context, req ctrl.Reque
 
 	rsvc := &routingv1alpha1.RoutingService{}
 	if err := r.Get(ctx, req.NamespacedName, rsvc); err != nil {
+		if apierrors.IsNotFound(err) {
+			forgetMetrics(req.Namespace, req.Name)
+		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	if !rsvc.DeletionTimestamp.IsZero() {
@@ -70,6 +73,7 @@ func (r *RoutingServiceReconciler) Reconcile(ctx context.Context, req ctrl.Reque
 		return ctrl.Result{}, err
 	}
 	r.recordEvents(rsvc, plan.Events)
+	recordMetrics(rsvc, plan)
 
 	if applyErr != nil {
 		// A stale cache or a concurrent writer: look again shortly, with fresh objects.

@@ -41,7 +41,7 @@ func (p *planner) handleFailure() {
 		if set.byRev[stable] == nil || set.complete(stable, shard.Replicas) {
 			if ss.Step == routingv1alpha1.ShardStepRollingBack {
 				p.stepTo(ss, routingv1alpha1.ShardStepRolledBack)
-				p.event(false, "ShardRolledBack", "shard %s is back on stable revision %s", shard.Name, stable)
+				p.event(false, EventShardRolledBack, "shard %s is back on stable revision %s", shard.Name, stable)
 			}
 			continue
 		}
@@ -49,7 +49,7 @@ func (p *planner) handleFailure() {
 		if !failedHere && ss.Step != routingv1alpha1.ShardStepRollingBack {
 			ss.StepRevision = p.update
 			p.stepTo(ss, routingv1alpha1.ShardStepRollingBack)
-			p.event(true, routingv1alpha1.ReasonRollingBack, "shard %s is rolling back to stable revision %s", shard.Name, stable)
+			p.event(true, EventRollingBack, "shard %s is rolling back to stable revision %s", shard.Name, stable)
 		}
 		b := p.budget(shard)
 		b.Surge = max(b.Surge, shard.Replicas)

@@ -62,6 +62,8 @@ type Event struct {
 	Warning bool
 	Reason  string
 	Message string
+	// Measures are the durations of the phases this transition ends.
+	Measures []Measure
 }
 
 // Plan is the planner's answer: the actions to apply, the status to write (written only when it

@@ -131,7 +131,7 @@ func (p *planner) handleAbort() {
 	p.status.LastHandledAbort = token
 	inProgress := p.status.StableRevision != "" && p.status.StableRevision != p.update && !p.failed()
 	if !inProgress {
-		p.event(false, "AbortIgnored", "abort %q: no rollout is in progress; nothing changed", token)
+		p.event(false, EventAbortIgnored, "abort %q: no rollout is in progress; nothing changed", token)
 		return
 	}
 	p.status.Failure = &routingv1alpha1.RolloutFailure{
@@ -140,7 +140,7 @@ func (p *planner) handleAbort() {
 		Message:  fmt.Sprintf("the rollout of revision %s was aborted (%s=%q)", p.update, routingv1alpha1.AnnotationAbort, token),
 		Time:     metav1.Time{Time: p.now},
 	}
-	p.event(true, routingv1alpha1.ReasonAborted, "%s; rolling back to stable revision %s", p.status.Failure.Message, p.status.StableRevision)
+	p.event(true, EventAborted, "%s; rolling back to stable revision %s", p.status.Failure.Message, p.status.StableRevision)
 }
 
 func (p *planner) setActivity(reason, message string) {
@@ -153,6 +153,21 @@ func (p *planner) stall(reason, message string) {
 
 func (p *planner) event(warning bool, reason, format string, args ...any) {
 	p.plan.Events = append(p.plan.Events, Event{Warning: warning, Reason: reason, Message: fmt.Sprintf(format, args...)})
+}
+
+// measure attaches a phase duration to the last Event.
+func (p *planner) measure(phase, shard string, d time.Duration) {
+	if n := len(p.plan.Events); n > 0 && d >= 0 {
+		p.plan.Events[n-1].Measures = append(p.plan.Events[n-1].Measures, Measure{Phase: phase, Shard: shard, Duration: d})
+	}
+}
+
+// since is how long ago t was (0 when t is unset).
+func (p *planner) since(t *metav1.Time) time.Duration {
+	if t == nil {
+		return 0
+	}
+	return p.now.Sub(t.Time)
 }
 
 // requeueAt asks to be called again at t (if no watch event comes first).

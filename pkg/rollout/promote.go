@@ -43,13 +43,15 @@ func (p *planner) promote() {
 		case routingv1alpha1.ShardStepBaking:
 			if !complete {
 				p.stepTo(ss, routingv1alpha1.ShardStepProgressing)
-				p.event(true, "ShardRegressed", "shard %s stopped being fully available while baking revision %s", shard.Name, p.update)
+				p.event(true, EventShardRegressed, "shard %s stopped being fully available while baking revision %s", shard.Name, p.update)
 				break
 			}
 			end := ss.StepStartTime.Add(bake)
 			if !p.now.Before(end) {
+				baked := p.since(ss.StepStartTime)
 				p.stepTo(ss, routingv1alpha1.ShardStepPromoted)
-				p.event(false, "ShardPromoted", "shard %s promoted to revision %s", shard.Name, p.update)
+				p.event(false, EventShardPromoted, "shard %s promoted to revision %s", shard.Name, p.update)
+				p.measure(PhaseShardBake, shard.Name, baked)
 				continue
 			}
 			p.setActivity(routingv1alpha1.ReasonShardBaking, fmt.Sprintf("shard %s is fully on revision %s and bakes until %s", shard.Name, p.update, end.UTC().Format(time.RFC3339)))
@@ -59,20 +61,26 @@ func (p *planner) promote() {
 
 		// Pending or Progressing (or a Failed step of a revision being tried again).
 		if complete {
+			var progressed time.Duration
+			if ss.Step == routingv1alpha1.ShardStepProgressing {
+				progressed = p.since(ss.StepStartTime)
+			}
 			if p.update == p.status.StableRevision || bake == 0 {
 				p.stepTo(ss, routingv1alpha1.ShardStepPromoted)
-				p.event(false, "ShardPromoted", "shard %s promoted to revision %s", shard.Name, p.update)
+				p.event(false, EventShardPromoted, "shard %s promoted to revision %s", shard.Name, p.update)
+				p.measure(PhaseShardProgress, shard.Name, progressed)
 				continue
 			}
 			p.stepTo(ss, routingv1alpha1.ShardStepBaking)
-			p.event(false, "ShardBaking", "shard %s is fully on revision %s; baking for %ds", shard.Name, p.update, strategy.BakeSeconds)
+			p.event(false, EventShardBaking, "shard %s is fully on revision %s; baking for %ds", shard.Name, p.update, strategy.BakeSeconds)
+			p.measure(PhaseShardProgress, shard.Name, progressed)
 			p.setActivity(routingv1alpha1.ReasonShardBaking, fmt.Sprintf("shard %s is fully on revision %s and bakes for %ds", shard.Name, p.update, strategy.BakeSeconds))
 			p.requeueAt(p.now.Add(bake))
 			return
 		}
 		if ss.Step != routingv1alpha1.ShardStepProgressing {
 			p.stepTo(ss, routingv1alpha1.ShardStepProgressing)
-			p.event(false, "ShardStarted", "shard %s started promoting revision %s", shard.Name, p.update)
+			p.event(false, EventShardStarted, "shard %s started promoting revision %s", shard.Name, p.update)
 		}
 		due := ss.StepStartTime.Add(deadline)
 		if !p.now.Before(due) {
@@ -102,6 +110,6 @@ func (p *planner) fail(ss *routingv1alpha1.ShardStatus) {
 		Message: fmt.Sprintf("shard %s did not become fully available on revision %s within progressDeadlineSeconds (%ds)",
 			ss.Name, p.update, p.rsvc.Spec.Strategy.ProgressDeadlineSeconds),
 	}
-	p.event(true, routingv1alpha1.ReasonProgressDeadlineExceeded, "%s; failurePolicy %s applies", p.status.Failure.Message, p.rsvc.Spec.Strategy.FailurePolicy)
+	p.event(true, EventProgressDeadline, "%s; failurePolicy %s applies", p.status.Failure.Message, p.rsvc.Spec.Strategy.FailurePolicy)
 	p.handleFailure()
 }

@@ -85,7 +85,11 @@ func (p *planner) schemaGate() bool {
 			st.MigrationJob, st.Attempt, st.StartTime, st.CompletionTime = confirmedBy, 0, nil, nil
 		}
 		if old := p.oldCondition(routingv1alpha1.ConditionSchemaReady); old == nil || old.Status != metav1.ConditionTrue {
-			p.event(false, routingv1alpha1.ReasonSchemaConfirmed, "schema %s confirmed by Job %s: the gate is open for revision %s", confirmed, confirmedBy, p.update)
+			p.event(false, EventSchemaConfirmed, "schema %s confirmed by Job %s: the gate is open for revision %s", confirmed, confirmedBy, p.update)
+			if latest != nil && latest.job.Status.StartTime != nil && latest.job.Status.CompletionTime != nil {
+				p.measure(PhaseMigration, "", latest.job.Status.CompletionTime.Sub(latest.job.Status.StartTime.Time))
+				p.measure(PhaseGateWait, "", p.since(&latest.job.CreationTimestamp))
+			}
 		}
 		p.schemaCondition(metav1.ConditionTrue, routingv1alpha1.ReasonSchemaConfirmed,
 			fmt.Sprintf("schema %s (required %s) confirmed by the success of Job %s", confirmed, required, confirmedBy))
@@ -101,7 +105,7 @@ func (p *planner) schemaGate() bool {
 	case latest == nil:
 		job := NewMigrationJob(p.rsvc, required, 1)
 		p.act(Action{Kind: CreateJob, Job: job, Note: fmt.Sprintf("schema %s required, %s confirmed", required, orNone(confirmed))})
-		p.event(false, "MigrationStarted", "started migration Job %s to bring the schema from %s to %s", job.Name, orNone(confirmed), required)
+		p.event(false, EventMigrationStarted, "started migration Job %s to bring the schema from %s to %s", job.Name, orNone(confirmed), required)
 		st.MigrationJob, st.Attempt = job.Name, 1
 		st.StartTime, st.CompletionTime = &metav1.Time{Time: p.now}, nil
 		p.schemaCondition(metav1.ConditionFalse, routingv1alpha1.ReasonMigrating,

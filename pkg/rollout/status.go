@@ -85,7 +85,7 @@ func (p *planner) summarize() {
 // to) once it is promoted in every shard.
 func (p *planner) markStable() {
 	if p.rolloutComplete() && p.status.StableRevision != p.update {
-		p.event(false, routingv1alpha1.ReasonRolloutComplete, "revision %s is promoted in every shard and is now the stable revision", p.update)
+		p.event(false, EventRolloutComplete, "revision %s is promoted in every shard and is now the stable revision", p.update)
 		p.status.StableRevision = p.update
 	}
 }

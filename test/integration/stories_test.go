@@ -9,6 +9,7 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	routingv1alpha1 "github.com/schemagate/schemagate/api/v1alpha1"
 	"github.com/schemagate/schemagate/pkg/rollout"
@@ -20,9 +21,11 @@ import (
 func TestStoryCreateThenUpdateMigratesFirstAndPromotesShardByShard(t *testing.T) {
 	t.Parallel()
 	ns := kit.NewNamespace(t)
-	if err := k8s.Create(context.Background(), story.Fixture(ns)); err != nil {
+	initial := story.Fixture(ns)
+	if err := k8s.Create(context.Background(), initial); err != nil {
 		t.Fatal(err)
 	}
+	capture(t, "no-status", initial)
 	// The first reconcile says it is working on this generation (S-13).
 	story.Eventually(t, 10*time.Second, "Reconciling=True", kit.HasCondition(t, ns, routingv1alpha1.ConditionReconciling, metav1.ConditionTrue, ""))
 	kit.WaitReady(t, ns, 60*time.Second)
@@ -32,8 +35,12 @@ func TestStoryCreateThenUpdateMigratesFirstAndPromotesShardByShard(t *testing.T)
 		t.Fatalf("status after the first rollout: %+v", rsvc.Status)
 	}
 
+	capture(t, "healthy", kit.Get(t, ns))
 	kit.Update(t, ns, story.ToV2("app:v2", "migrate:ok"))
+	capture(t, "stale-generation", kit.Get(t, ns))
 	story.Eventually(t, 10*time.Second, "SchemaReady for schema 2", kit.HasCondition(t, ns, routingv1alpha1.ConditionSchemaReady, metav1.ConditionTrue, routingv1alpha1.ReasonSchemaConfirmed))
+	story.Eventually(t, 30*time.Second, "a shard promoting", kit.HasCondition(t, ns, routingv1alpha1.ConditionReconciling, metav1.ConditionTrue, routingv1alpha1.ReasonShardProgressing))
+	capture(t, "progressing", kit.Get(t, ns))
 	kit.WaitReady(t, ns, 90*time.Second)
 	story.Eventually(t, 10*time.Second, "v2 everywhere", kit.ServingIs(t, ns, "us-east=app:v2:3/3 eu-west=app:v2:3/3 ap-south=app:v2:3/3"))
 
@@ -80,6 +87,7 @@ func TestStoryS01MigrationRunningThenFailing(t *testing.T) {
 	ns := steadyV1(t)
 	kit.Update(t, ns, story.ToV2("app:v2", "migrate:manual"))
 	story.Eventually(t, 10*time.Second, "SchemaReady=False Migrating", kit.HasCondition(t, ns, routingv1alpha1.ConditionSchemaReady, metav1.ConditionFalse, routingv1alpha1.ReasonMigrating))
+	capture(t, "migrating", kit.Get(t, ns))
 	story.Consistently(t, 3*time.Second, "while migrating, no v2 pod anywhere", func() error {
 		if strings.Contains(kit.Serving(t, ns), "app:v2") {
 			return fmt.Errorf("v2 before its schema: %s", kit.Serving(t, ns))
@@ -90,6 +98,7 @@ func TestStoryS01MigrationRunningThenFailing(t *testing.T) {
 	finishJob(t, ns, "2", false)
 	story.Eventually(t, 10*time.Second, "SchemaReady=False MigrationFailed", kit.HasCondition(t, ns, routingv1alpha1.ConditionSchemaReady, metav1.ConditionFalse, routingv1alpha1.ReasonMigrationFailed))
 	story.Eventually(t, 5*time.Second, "Stalled=True", kit.HasCondition(t, ns, routingv1alpha1.ConditionStalled, metav1.ConditionTrue, routingv1alpha1.ReasonMigrationFailed))
+	capture(t, "migration-failed", kit.Get(t, ns))
 	story.Consistently(t, 2*time.Second, "v1 keeps serving everywhere at full size", kit.ServingIs(t, ns, story.AllV1))
 	if n := len(kit.Jobs(t, ns)); n != 2 {
 		t.Fatalf("a failed migration is not retried: %d Jobs, want 2 (schema 1 and 2)", n)
@@ -138,6 +147,18 @@ func TestStoryS03StaleEvidenceIsNotTrusted(t *testing.T) {
 		}
 		return nil
 	})
+	// rs-b is paused: it reports its state but changes nothing.
+	story.Eventually(t, 10*time.Second, "rs-b observed", func() error {
+		b := &routingv1alpha1.RoutingService{}
+		if err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: "rs-b"}, b); err != nil {
+			return err
+		}
+		if b.Status.ObservedGeneration != b.Generation {
+			return fmt.Errorf("rs-b not observed yet")
+		}
+		capture(t, "paused", b)
+		return nil
+	})
 	// Its own migration then succeeds, and v2 rolls out.
 	finishJob(t, ns, "2", true)
 	kit.WaitReady(t, ns, 60*time.Second)
@@ -150,6 +171,7 @@ func TestStoryS07BadImageInFirstShard(t *testing.T) {
 	kit.Update(t, ns, func(r *routingv1alpha1.RoutingService) { r.Spec.Template.Spec.Containers[0].Image = "app:broken" })
 	story.Eventually(t, 30*time.Second, "Stalled=True ProgressDeadlineExceeded", kit.HasCondition(t, ns, routingv1alpha1.ConditionStalled, metav1.ConditionTrue, routingv1alpha1.ReasonProgressDeadlineExceeded))
 	story.Eventually(t, 10*time.Second, "us-east back to full v1", kit.ServingIs(t, ns, story.AllV1))
+	capture(t, "progress-deadline-exceeded", kit.Get(t, ns))
 	for _, rs := range kit.ReplicaSets(t, ns) {
 		shard := rs.Labels[rollout.LabelShard]
 		if rs.Spec.Template.Spec.Containers[0].Image == "app:broken" && shard != "us-east" {

@@ -1,0 +1,81 @@
+package controllers
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+	"sigs.k8s.io/controller-runtime/pkg/metrics"
+
+	routingv1alpha1 "github.com/schemagate/schemagate/api/v1alpha1"
+	"github.com/schemagate/schemagate/pkg/rollout"
+)
+
+// Metrics served on the manager's metrics endpoint, beside controller-runtime's own
+// (controller_runtime_reconcile_total, workqueue_*, …).
+var (
+	// phaseDuration: schemagate_phase_duration_seconds{phase, shard}, phase one of migration,
+	// gate_wait, shard_progress, shard_bake (rollout.Phase*); shard is empty for the first two.
+	phaseDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    "schemagate_phase_duration_seconds",
+		Help:    "Duration of rollout phases, in seconds: migration (the Job's run), gate_wait (Job created to gate open), shard_progress, shard_bake.",
+		Buckets: []float64{1, 2, 5, 10, 30, 60, 120, 300, 600, 1800, 3600},
+	}, []string{"phase", "shard"})
+
+	// rollouts: schemagate_rollouts_total{outcome}, outcome one of complete, failed, aborted,
+	// migration_failed.
+	rollouts = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "schemagate_rollouts_total",
+		Help: "Rollouts that ended, by outcome: complete, failed, aborted, migration_failed.",
+	}, []string{"outcome"})
+
+	// currentStep: schemagate_rollout_step{namespace, name, reason} = 1 for the RoutingService's
+	// current activity (the Ready condition's reason: Migrating, ShardProgressing, ShardBaking,
+	// RolloutComplete, ProgressDeadlineExceeded, …); other reasons of the object are removed.
+	currentStep = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "schemagate_rollout_step",
+		Help: "1 for each RoutingService's current step, labelled by the reason of its Ready condition.",
+	}, []string{"namespace", "name", "reason"})
+
+	// promotedShards: schemagate_promoted_shards{namespace, name}, shards promoted for the update revision.
+	promotedShards = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "schemagate_promoted_shards",
+		Help: "Shards promoted to the update revision, per RoutingService.",
+	}, []string{"namespace", "name"})
+)
+
+func init() {
+	metrics.Registry.MustRegister(phaseDuration, rollouts, currentStep, promotedShards)
+}
+
+// recordMetrics updates the metrics from a plan whose status was written.
+func recordMetrics(rsvc *routingv1alpha1.RoutingService, plan rollout.Plan) {
+	for _, e := range plan.Events {
+		for _, m := range e.Measures {
+			phaseDuration.WithLabelValues(m.Phase, m.Shard).Observe(m.Duration.Seconds())
+		}
+		if outcome := rollout.OutcomeOf(e.Reason); outcome != "" {
+			rollouts.WithLabelValues(outcome).Inc()
+		}
+	}
+	reason := ""
+	for _, c := range plan.Status.Conditions {
+		if c.Type == routingv1alpha1.ConditionReady {
+			reason = c.Reason
+		}
+	}
+	currentStep.DeletePartialMatch(prometheus.Labels{"namespace": rsvc.Namespace, "name": rsvc.Name})
+	if reason != "" {
+		currentStep.WithLabelValues(rsvc.Namespace, rsvc.Name, reason).Set(1)
+	}
+	promoted := 0
+	for _, s := range plan.Status.Shards {
+		if s.Step == routingv1alpha1.ShardStepPromoted && s.StepRevision == plan.Status.UpdateRevision {
+			promoted++
+		}
+	}
+	promotedShards.WithLabelValues(rsvc.Namespace, rsvc.Name).Set(float64(promoted))
+}
+
+// forgetMetrics removes a deleted RoutingService's series.
+func forgetMetrics(namespace, name string) {
+	currentStep.DeletePartialMatch(prometheus.Labels{"namespace": namespace, "name": name})
+	promotedShards.DeletePartialMatch(prometheus.Labels{"namespace": namespace, "name": name})
+}

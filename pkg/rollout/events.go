@@ -1,0 +1,68 @@
+package rollout
+
+import (
+	"time"
+
+	routingv1alpha1 "github.com/schemagate/schemagate/api/v1alpha1"
+)
+
+// Event reasons recorded on a RoutingService, one per transition.
+const (
+	EventMigrationStarted  = "MigrationStarted"                             // a migration Job was created
+	EventSchemaConfirmed   = routingv1alpha1.ReasonSchemaConfirmed          // the gate opened
+	EventMigrationFailed   = routingv1alpha1.ReasonMigrationFailed          // the Job failed
+	EventMigrationDeadline = routingv1alpha1.ReasonMigrationDeadline        // the Job ran past its deadline
+	EventShardStarted      = "ShardStarted"                                 // a shard began promoting
+	EventShardBaking       = "ShardBaking"                                  // a shard is fully on the new revision
+	EventShardPromoted     = "ShardPromoted"                                // a shard finished baking
+	EventShardRegressed    = "ShardRegressed"                               // a baking shard lost availability
+	EventProgressDeadline  = routingv1alpha1.ReasonProgressDeadlineExceeded // a shard missed its deadline
+	EventRollingBack       = routingv1alpha1.ReasonRollingBack              // a shard returns to the stable revision
+	EventShardRolledBack   = "ShardRolledBack"                              // a shard is back on the stable revision
+	EventRolloutComplete   = routingv1alpha1.ReasonRolloutComplete          // the revision is stable everywhere
+	EventAborted           = routingv1alpha1.ReasonAborted                  // the user aborted a rollout
+	EventAbortIgnored      = "AbortIgnored"                                 // an abort with nothing in progress
+)
+
+// Phases measured by Event.Duration (the manager exports them as
+// schemagate_phase_duration_seconds{phase}).
+const (
+	// PhaseMigration: the migration Job's own run, from its startTime to its completionTime.
+	PhaseMigration = "migration"
+	// PhaseGateWait: from the migration Job's creation to the gate opening.
+	PhaseGateWait = "gate_wait"
+	// PhaseShardProgress: a shard's step, from its start to the new revision serving it fully.
+	PhaseShardProgress = "shard_progress"
+	// PhaseShardBake: a shard's bake, from completion to promotion.
+	PhaseShardBake = "shard_bake"
+)
+
+// Outcomes of a rollout (schemagate_rollouts_total{outcome}).
+const (
+	OutcomeComplete        = "complete"
+	OutcomeFailed          = "failed"
+	OutcomeAborted         = "aborted"
+	OutcomeMigrationFailed = "migration_failed"
+)
+
+// Measure is a phase duration an Event reports.
+type Measure struct {
+	Phase    string
+	Shard    string
+	Duration time.Duration
+}
+
+// OutcomeOf maps an Event reason to the rollout outcome it ends with, if any.
+func OutcomeOf(reason string) string {
+	switch reason {
+	case EventRolloutComplete:
+		return OutcomeComplete
+	case EventProgressDeadline:
+		return OutcomeFailed
+	case EventAborted:
+		return OutcomeAborted
+	case EventMigrationFailed, EventMigrationDeadline:
+		return OutcomeMigrationFailed
+	}
+	return ""
+}
