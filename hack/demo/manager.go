@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"net"
 	"net/http"
 	"time"
 
@@ -20,11 +19,11 @@ func (m *managerProcess) stop() { m.Stop(10 * time.Second) }
 // startManager runs the manager binary against kubeconfig, its metrics and health endpoints on
 // free loopback ports, and waits for /readyz.
 func startManager(ctx context.Context, path, kubeconfig, logFile string) (*managerProcess, error) {
-	metrics, err := freePort()
+	metrics, err := localcluster.FreePort()
 	if err != nil {
 		return nil, err
 	}
-	probes, err := freePort()
+	probes, err := localcluster.FreePort()
 	if err != nil {
 		return nil, err
 	}
@@ -53,13 +52,4 @@ func startManager(ctx context.Context, path, kubeconfig, logFile string) (*manag
 	}
 	m.stop()
 	return nil, fmt.Errorf("the manager was not ready within 30s: %s", p.Tail(2000))
-}
-
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
 }

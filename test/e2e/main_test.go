@@ -33,6 +33,9 @@ var (
 	checker *invariants.Checker
 	binDir  string
 	rootDir string
+	// manager is the manager process; metricsURL its metrics endpoint on loopback.
+	manager    *localcluster.Process
+	metricsURL string
 )
 
 func TestMain(m *testing.M) { os.Exit(run(m)) }
@@ -67,9 +70,15 @@ func run(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	manager, err := localcluster.StartProcess("manager", filepath.Join(binDir, "manager"), []string{
+	metricsPort, err := localcluster.FreePort()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	metricsURL = fmt.Sprintf("http://127.0.0.1:%d/metrics", metricsPort)
+	manager, err = localcluster.StartProcess("manager", filepath.Join(binDir, "manager"), []string{
 		"--kubeconfig=" + cluster.Kubeconfig, "--leader-elect=false",
-		"--metrics-bind-address=0", "--health-probe-bind-address=0",
+		fmt.Sprintf("--metrics-bind-address=127.0.0.1:%d", metricsPort), "--health-probe-bind-address=0",
 	}, filepath.Join(state, "logs", "manager.log"))
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "manager:", err)

@@ -96,7 +96,7 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 		return nil, fmt.Errorf("certificates: %w", err)
 	}
 	for _, name := range []string{"etcd-client", "etcd-peer", "apiserver", "controller-manager", "scheduler", "kwok"} {
-		if c.ports[name], err = freePort(); err != nil {
+		if c.ports[name], err = FreePort(); err != nil {
 			return nil, err
 		}
 	}
@@ -387,7 +387,8 @@ func (c *Cluster) nodesReady(ctx context.Context) error {
 	return nil
 }
 
-func freePort() (int, error) {
+// FreePort returns a free TCP port on 127.0.0.1.
+func FreePort() (int, error) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return 0, err
