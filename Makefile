@@ -90,7 +90,7 @@ uninstall: manifests ## Remove the CRD.
 	kubectl delete -k config/crd
 
 .PHONY: deploy
-deploy: manifests ## Deploy the manager (image $(IMG)).
+deploy: manifests ## Deploy the manager (image from IMG).
 	cd config/manager && kubectl kustomize . >/dev/null
 	kubectl apply --server-side -k config/default
 
@@ -100,4 +100,4 @@ undeploy: ## Remove the manager.
 
 .PHONY: help
 help: ## Show this help.
-	@awk 'BEGIN {FS = ":.*##"} /^[a-zA-Z_-]+:.*?##/ { printf "  %-16s %s\n", $$1, $$2 }' $(MAKEFILE_LIST)
+	@awk 'BEGIN {FS = ":.*##"} /^[a-zA-Z0-9_-]+:.*?##/ { printf "  %-16s %s\n", $$1, $$2 }' $(MAKEFILE_LIST)

@@ -81,6 +81,9 @@ func (w *watcher) poll(ctx context.Context) {
 			}
 		}
 		sort.Strings(sets)
+		if len(sets) == 0 {
+			sets = []string{"no pods"}
+		}
 		facts["shard/"+s.Name] = fmt.Sprintf("%-11s %-12s %s (available/asked: %s)", s.Name, s.Step, images[s.StepRevision], strings.Join(sets, ", "))
 		w.seen(fmt.Sprintf("%s/%s/%s", s.StepRevision, s.Name, s.Step), now)
 	}
@@ -247,7 +250,7 @@ func (w *watcher) summary(act string, start time.Time) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	fmt.Printf("\n  Summary of %s (revision %s):\n", act, rsvc.Status.UpdateRevision)
-	row := func(what string, d time.Duration) { fmt.Printf("    %-38s %6.1fs\n", what, d.Seconds()) }
+	row := func(what string, d time.Duration) { fmt.Printf("    %-46s %6.1fs\n", what, d.Seconds()) }
 	if s := rsvc.Status.Schema; s.StartTime != nil && s.CompletionTime != nil && !s.StartTime.Time.Before(start.Truncate(time.Second)) {
 		row(fmt.Sprintf("migration Job %s", s.MigrationJob), s.CompletionTime.Sub(s.StartTime.Time))
 	}
