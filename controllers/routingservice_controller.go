@@ -9,14 +9,18 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/recorder"
 
 	routingv1alpha1 "github.com/schemagate/schemagate/api/v1alpha1"
@@ -36,6 +40,7 @@ type RoutingServiceReconciler struct {
 // +kubebuilder:rbac:groups=routing.schemagate.io,resources=routingservices/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups=apps,resources=replicasets,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups=batch,resources=jobs,verbs=get;list;watch;create
+// +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 
 // Reconcile is the skeleton every reconcile follows: get the RoutingService (gone → nothing to do;
@@ -83,6 +88,15 @@ func (r *RoutingServiceReconciler) Reconcile(ctx context.Context, req ctrl.Reque
 	return ctrl.Result{RequeueAfter: plan.RequeueAfter}, nil
 }
 
+// migrationPodOwner maps a migration pod to its RoutingService by the schemagate.io/name label
+// (the manager's cache holds only pods schemagate labelled).
+func migrationPodOwner(_ context.Context, o client.Object) []reconcile.Request {
+	if o.GetLabels()[rollout.LabelComponent] != rollout.ComponentMigration || o.GetLabels()[rollout.LabelName] == "" {
+		return nil
+	}
+	return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: o.GetNamespace(), Name: o.GetLabels()[rollout.LabelName]}}}
+}
+
 // SetupWithManager registers the controller. It wakes on spec, label and annotation changes of a
 // RoutingService (not on its own status writes) and on any change of the ReplicaSets and Jobs it
 // controls, so deadlines are the only reason to requeue.
@@ -92,6 +106,8 @@ func (r *RoutingServiceReconciler) SetupWithManager(mgr ctrl.Manager) error {
 			predicate.GenerationChangedPredicate{}, predicate.LabelChangedPredicate{}, predicate.AnnotationChangedPredicate{}))).
 		Owns(&appsv1.ReplicaSet{}).
 		Owns(&batchv1.Job{}).
+		// Migration pods say why a migration is stuck (image pull, scheduling) before the Job does.
+		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(migrationPodOwner)).
 		WithOptions(controller.Options{MaxConcurrentReconciles: 4}).
 		Named("routingservice").
 		Complete(r)

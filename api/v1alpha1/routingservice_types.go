@@ -317,6 +317,17 @@ type RolloutFailure struct {
 // handled in status.lastHandledAbort.
 const AnnotationAbort = "schemagate.io/abort"
 
+// AnnotationRetry, set to any new value, retries what failed: a failed (or timed-out) migration
+// runs again as a new Job, attempt n+1 (the failed Job is kept for its logs; scenario S-05, S-06),
+// or a revision whose shard missed its progress deadline is tried again from that shard. With
+// nothing failed it changes nothing. Handled once per value (status.lastHandledRetry).
+const AnnotationRetry = "schemagate.io/retry"
+
+// AnnotationPromote, set to any new value, ends the current shard's bake now, so the next shard
+// starts. With no shard baking it changes nothing. Handled once per value
+// (status.lastHandledPromote).
+const AnnotationPromote = "schemagate.io/promote"
+
 // RoutingServiceStatus is the observed state of a RoutingService.
 type RoutingServiceStatus struct {
 	// observedGeneration is the metadata.generation this status was computed for.
@@ -342,6 +353,14 @@ type RoutingServiceStatus struct {
 	// abort is carried out once however often it is read.
 	// +optional
 	LastHandledAbort string `json:"lastHandledAbort,omitempty"`
+
+	// lastHandledRetry is the value of the schemagate.io/retry annotation last acted on.
+	// +optional
+	LastHandledRetry string `json:"lastHandledRetry,omitempty"`
+
+	// lastHandledPromote is the value of the schemagate.io/promote annotation last acted on.
+	// +optional
+	LastHandledPromote string `json:"lastHandledPromote,omitempty"`
 
 	// schema reports the schema gate.
 	// +optional

@@ -22,6 +22,11 @@ const (
 	EventRolloutComplete   = routingv1alpha1.ReasonRolloutComplete          // the revision is stable everywhere
 	EventAborted           = routingv1alpha1.ReasonAborted                  // the user aborted a rollout
 	EventAbortIgnored      = "AbortIgnored"                                 // an abort with nothing in progress
+	EventMigrationRetried  = "MigrationRetried"                             // a failed migration runs again
+	EventRolloutRetried    = "RolloutRetried"                               // a failed revision is tried again
+	EventRetryIgnored      = "RetryIgnored"                                 // a retry with nothing failed
+	EventBakeSkipped       = "BakeSkipped"                                  // promote ended a bake early
+	EventPromoteIgnored    = "PromoteIgnored"                               // a promote with no shard baking
 )
 
 // Phases measured by Event.Duration (the manager exports them as

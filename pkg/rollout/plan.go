@@ -6,6 +6,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
 
 	routingv1alpha1 "github.com/schemagate/schemagate/api/v1alpha1"
 )
@@ -17,7 +18,10 @@ type Observed struct {
 	RoutingService *routingv1alpha1.RoutingService
 	ReplicaSets    []*appsv1.ReplicaSet
 	Jobs           []*batchv1.Job
-	Now            time.Time
+	// Pods are the migration Jobs' pods (labelled with the RoutingService's name), read only to
+	// say why a migration is stuck or failed.
+	Pods []*corev1.Pod
+	Now  time.Time
 }
 
 // ActionKind names a change to the cluster.

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	routingv1alpha1 "github.com/schemagate/schemagate/api/v1alpha1"
@@ -27,6 +28,7 @@ import (
 func Compute(o Observed) Plan {
 	p := newPlanner(o)
 	p.gateOpen = p.schemaGate()
+	p.retryRollout()
 	switch {
 	case p.rsvc.Spec.Paused:
 		p.setActivity(routingv1alpha1.ReasonPaused, "spec.paused is true: nothing is scaled until it is false")
@@ -40,6 +42,12 @@ func Compute(o Observed) Plan {
 	p.markStable()
 	p.cleanup()
 	p.summarize()
+	if p.retry != "" {
+		p.event(false, EventRetryIgnored, "retry %q: nothing has failed; nothing changed", p.retry)
+	}
+	if p.promoteToken != "" {
+		p.event(false, EventPromoteIgnored, "promote %q: no shard is baking; nothing changed", p.promoteToken)
+	}
 	p.plan.Status = *p.status
 	return p.plan
 }
@@ -56,7 +64,11 @@ type planner struct {
 	status *routingv1alpha1.RoutingServiceStatus
 	plan   Plan
 
-	gateOpen                        bool
+	gateOpen bool
+	pods     []*corev1.Pod
+	// retry and promote are new control annotation values to act on in this reconcile; they are
+	// set to "" once used.
+	retry, promoteToken             string
 	activityReason, activityMessage string
 	stallReason, stallMessage       string
 }
@@ -98,6 +110,7 @@ func newPlanner(o Observed) *planner {
 		})
 	}
 	p.jobs = ownedJobs(rsvc, o.Jobs)
+	p.pods = o.Pods
 
 	p.status.ObservedGeneration = rsvc.Generation
 	p.status.UpdateRevision = p.update
@@ -106,6 +119,8 @@ func newPlanner(o Observed) *planner {
 		p.status.Failure = nil
 	}
 	p.handleAbort()
+	p.retry = p.newControl(routingv1alpha1.AnnotationRetry, &p.status.LastHandledRetry)
+	p.promoteToken = p.newControl(routingv1alpha1.AnnotationPromote, &p.status.LastHandledPromote)
 	for _, shard := range rsvc.Spec.Shards {
 		// Steps describe the update revision; a new one starts every shard at Pending.
 		if ss := p.shardStatus(shard.Name); ss.StepRevision != p.update {
@@ -113,6 +128,33 @@ func newPlanner(o Observed) *planner {
 		}
 	}
 	return p
+}
+
+// newControl returns the value of a control annotation if it is new, recording it as handled.
+func (p *planner) newControl(annotation string, handled *string) string {
+	token := p.rsvc.Annotations[annotation]
+	if token == "" || token == *handled {
+		return ""
+	}
+	*handled = token
+	return token
+}
+
+// retryRollout acts on a retry of a failed revision: the failure is cleared and the failed
+// shard's step starts again.
+func (p *planner) retryRollout() {
+	if p.retry == "" || !p.failed() || p.status.Failure.Reason == routingv1alpha1.ReasonAborted {
+		return
+	}
+	f := p.status.Failure
+	for i := range p.status.Shards {
+		if ss := &p.status.Shards[i]; ss.Name == f.Shard {
+			ss.Step, ss.StepStartTime = routingv1alpha1.ShardStepPending, nil
+		}
+	}
+	p.event(false, EventRolloutRetried, "retry %q: revision %s is tried again from shard %s", p.retry, p.update, f.Shard)
+	p.status.Failure = nil
+	p.retry = ""
 }
 
 // failed reports whether the update revision's rollout failed or was aborted.

@@ -258,3 +258,105 @@ func TestHistoryLimitDeletesOldReplicaSets(t *testing.T) {
 		}
 	}
 }
+
+func (w *world) annotate(key, value string) {
+	if w.rsvc.Annotations == nil {
+		w.rsvc.Annotations = map[string]string{}
+	}
+	w.rsvc.Annotations[key] = value
+}
+
+func (w *world) sawEvent(reason string) bool {
+	for _, e := range w.events {
+		if e.Reason == reason {
+			return true
+		}
+	}
+	return false
+}
+
+// S-05 and S-06: a failed migration (a dirty schema) stays failed until the user retries; the
+// retry is attempt 2 with its own name, the failed Job is kept, and v1 is current throughout.
+func TestRetryAfterFailedMigration(t *testing.T) {
+	w := steady(t)
+	stable := w.rsvc.Status.StableRevision
+	w.update("app:v2", "2", "migrate:fail-once")
+	w.run(20, func() bool { return w.isTrue(routingv1alpha1.ConditionStalled) })
+	for i := 0; i < 10; i++ {
+		w.reconcile()
+		w.tick()
+		w.now = w.now.Add(time.Minute)
+	}
+	if len(w.jobs) != 2 {
+		t.Fatalf("no automatic retry: %d Jobs, want 2 (schema 1 and the failed schema 2)", len(w.jobs))
+	}
+	w.annotate(routingv1alpha1.AnnotationRetry, "1")
+	w.run(300, func() bool {
+		if w.rsvc.Status.StableRevision != stable && w.rsvc.Status.StableRevision != w.rsvc.Status.UpdateRevision {
+			t.Fatalf("stable revision changed before v2 was promoted")
+		}
+		return w.isTrue(routingv1alpha1.ConditionReady)
+	})
+	if _, ok := w.jobs[MigrationJobName("rs-a", "2", 1)]; !ok {
+		t.Fatal("the failed Job was deleted")
+	}
+	if _, ok := w.jobs[MigrationJobName("rs-a", "2", 2)]; !ok || len(w.jobs) != 3 {
+		t.Fatalf("want exactly one Job per (version, attempt): %d Jobs", len(w.jobs))
+	}
+	if !w.sawEvent(EventMigrationRetried) {
+		t.Fatal("no MigrationRetried Event")
+	}
+	// The same value acts once.
+	if plan := w.reconcile(); len(plan.Actions) != 0 || len(plan.Events) != 0 {
+		t.Fatalf("a handled retry acted again: %v %v", plan.Actions, plan.Events)
+	}
+}
+
+func TestRetryWithNothingFailedChangesNothing(t *testing.T) {
+	w := steady(t)
+	w.annotate(routingv1alpha1.AnnotationRetry, "x")
+	plan := w.reconcile()
+	if len(plan.Actions) != 0 || len(plan.Events) != 1 || plan.Events[0].Reason != EventRetryIgnored {
+		t.Fatalf("retry with nothing failed: %v %v", plan.Actions, plan.Events)
+	}
+	w.annotate(routingv1alpha1.AnnotationPromote, "x")
+	plan = w.reconcile()
+	if len(plan.Actions) != 0 || len(plan.Events) != 1 || plan.Events[0].Reason != EventPromoteIgnored {
+		t.Fatalf("promote with nothing baking: %v %v", plan.Actions, plan.Events)
+	}
+}
+
+func TestRetryAFailedShard(t *testing.T) {
+	w := steady(t)
+	w.rsvc.Spec.Strategy.FailurePolicy = routingv1alpha1.FailurePolicyHalt
+	w.update("app:broken", "1", "migrate:ok")
+	w.run(200, func() bool { return w.isTrue(routingv1alpha1.ConditionStalled) })
+	w.annotate(routingv1alpha1.AnnotationRetry, "again")
+	w.reconcile()
+	if w.rsvc.Status.Failure != nil || w.isTrue(routingv1alpha1.ConditionStalled) {
+		t.Fatalf("retry did not clear the failure: %+v", w.rsvc.Status.Failure)
+	}
+	if !w.sawEvent(EventRolloutRetried) {
+		t.Fatal("no RolloutRetried Event")
+	}
+	// It fails again after a fresh progress deadline, not at once.
+	if c := w.condition(routingv1alpha1.ConditionReconciling); c.Status != "True" {
+		t.Fatalf("Reconciling = %+v", c)
+	}
+	w.run(200, func() bool { return w.isTrue(routingv1alpha1.ConditionStalled) })
+}
+
+func TestPromoteEndsTheBake(t *testing.T) {
+	w := steady(t)
+	w.rsvc.Spec.Strategy.BakeSeconds = 3600
+	w.update("app:v2", "1", "migrate:ok")
+	w.run(50, func() bool {
+		c := w.condition(routingv1alpha1.ConditionReconciling)
+		return c != nil && c.Reason == routingv1alpha1.ReasonShardBaking
+	})
+	w.annotate(routingv1alpha1.AnnotationPromote, "now")
+	w.run(50, func() bool { return strings.Contains(w.shardImages(), "eu-west=app:v2") })
+	if !w.sawEvent(EventBakeSkipped) {
+		t.Fatal("no BakeSkipped Event")
+	}
+}

@@ -47,6 +47,11 @@ func (p *planner) promote() {
 				break
 			}
 			end := ss.StepStartTime.Add(bake)
+			if p.promoteToken != "" && p.now.Before(end) {
+				p.event(false, EventBakeSkipped, "promote %q: shard %s's bake ends now, %s early", p.promoteToken, shard.Name, end.Sub(p.now))
+				p.promoteToken = ""
+				end = p.now
+			}
 			if !p.now.Before(end) {
 				baked := p.since(ss.StepStartTime)
 				p.stepTo(ss, routingv1alpha1.ShardStepPromoted)

@@ -17,7 +17,7 @@ import (
 // migrationGrace is how long past activeDeadlineSeconds schemagate waits for the Job controller
 // to fail a migration Job by itself before it declares the deadline exceeded on its own (S-04:
 // a pod that never starts must still end in bounded time).
-const migrationGrace = 30 * time.Second
+const migrationGrace = 10 * time.Second
 
 // ownedJob is a migration Job that counts as evidence: controlled by this RoutingService and named
 // exactly as MigrationJobName(version, attempt) from its own labels, so neither a Job of another
@@ -111,19 +111,31 @@ func (p *planner) schemaGate() bool {
 		p.schemaCondition(metav1.ConditionFalse, routingv1alpha1.ReasonMigrating,
 			fmt.Sprintf("migration Job %s is bringing the schema to %s; no pod of revision %s runs until it succeeds", job.Name, required, p.update))
 		p.requeueAt(p.now.Add(deadline + migrationGrace))
+	case p.retry != "" && (jobCondition(latest.job, batchv1.JobFailed) != nil || p.pastDeadline(latest)):
+		// S-05: a retry is a new Job, attempt n+1, with its own deterministic name; the failed Job
+		// stays for its logs.
+		job := NewMigrationJob(p.rsvc, required, latest.attempt+1)
+		p.act(Action{Kind: CreateJob, Job: job, Note: fmt.Sprintf("retry %q of schema %s after %s", p.retry, required, latest.job.Name)})
+		p.event(false, EventMigrationRetried, "retry %q: migration Job %s replaces failed %s (kept for its logs)", p.retry, job.Name, latest.job.Name)
+		p.retry = ""
+		st.MigrationJob, st.Attempt = job.Name, latest.attempt+1
+		st.StartTime, st.CompletionTime = &metav1.Time{Time: p.now}, nil
+		p.schemaCondition(metav1.ConditionFalse, routingv1alpha1.ReasonMigrating,
+			fmt.Sprintf("migration Job %s (attempt %d) is bringing the schema to %s; no pod of revision %s runs until it succeeds", job.Name, latest.attempt+1, required, p.update))
+		p.requeueAt(p.now.Add(deadline + migrationGrace))
 	case jobCondition(latest.job, batchv1.JobFailed) != nil:
 		c := jobCondition(latest.job, batchv1.JobFailed)
-		msg := fmt.Sprintf("migration Job %s to schema %s failed (%s: %s); it is kept for its logs and not retried automatically; revision %s does not start",
-			latest.job.Name, required, c.Reason, c.Message, p.update)
+		msg := fmt.Sprintf("migration Job %s to schema %s failed (%s: %s)%s; it is kept for its logs and not retried automatically (annotate %s to retry); revision %s does not start",
+			latest.job.Name, required, c.Reason, c.Message, p.podCause(latest), routingv1alpha1.AnnotationRetry, p.update)
 		p.failSchema(routingv1alpha1.ReasonMigrationFailed, msg)
-	case p.now.After(latest.job.CreationTimestamp.Add(deadline + migrationGrace)):
-		msg := fmt.Sprintf("migration Job %s to schema %s did not finish within activeDeadlineSeconds (%ds); revision %s does not start",
-			latest.job.Name, required, int64(deadline/time.Second), p.update)
+	case p.pastDeadline(latest):
+		msg := fmt.Sprintf("migration Job %s to schema %s did not finish within activeDeadlineSeconds (%ds)%s; annotate %s to retry; revision %s does not start",
+			latest.job.Name, required, int64(jobDeadline(latest.job)/time.Second), p.podCause(latest), routingv1alpha1.AnnotationRetry, p.update)
 		p.failSchema(routingv1alpha1.ReasonMigrationDeadline, msg)
 	default:
 		p.schemaCondition(metav1.ConditionFalse, routingv1alpha1.ReasonMigrating,
-			fmt.Sprintf("migration Job %s is bringing the schema to %s; no pod of revision %s runs until it succeeds", latest.job.Name, required, p.update))
-		p.requeueAt(latest.job.CreationTimestamp.Add(deadline + migrationGrace))
+			fmt.Sprintf("migration Job %s is bringing the schema to %s%s; no pod of revision %s runs until it succeeds", latest.job.Name, required, p.podCause(latest), p.update))
+		p.requeueAt(latest.job.CreationTimestamp.Add(jobDeadline(latest.job) + migrationGrace))
 	}
 	if p.stallReason == "" {
 		p.setActivity(routingv1alpha1.ReasonMigrating, p.conditionMessage(routingv1alpha1.ConditionSchemaReady))
@@ -166,4 +178,55 @@ func orNone(v string) string {
 		return "none"
 	}
 	return v
+}
+
+// podCause says, from the pods of a migration Job, why it is stuck or failed, as the pods report
+// it: a container waiting (ImagePullBackOff, ErrImagePull, CreateContainerConfigError, …), a
+// container that exited non-zero, or a pod the scheduler cannot place. It returns "" when the pods
+// say nothing useful, else ": pod <name>: <cause>" for the most recent pod.
+func (p *planner) podCause(oj *ownedJob) string {
+	var newest *corev1.Pod
+	for _, pod := range p.pods {
+		if pod.Labels[LabelSchemaVersion] != oj.version || pod.Labels[LabelAttempt] != strconv.Itoa(int(oj.attempt)) || pod.Labels[LabelName] != p.rsvc.Name {
+			continue
+		}
+		if newest == nil || newest.CreationTimestamp.Before(&pod.CreationTimestamp) {
+			newest = pod
+		}
+	}
+	if newest == nil {
+		return ""
+	}
+	for _, c := range newest.Status.Conditions {
+		if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse {
+			return fmt.Sprintf(": pod %s: %s: %s", newest.Name, c.Reason, c.Message)
+		}
+	}
+	for _, cs := range append(append([]corev1.ContainerStatus{}, newest.Status.InitContainerStatuses...), newest.Status.ContainerStatuses...) {
+		if w := cs.State.Waiting; w != nil && w.Reason != "" && w.Reason != "ContainerCreating" && w.Reason != "PodInitializing" {
+			return fmt.Sprintf(": pod %s: container %s waiting: %s: %s", newest.Name, cs.Name, w.Reason, w.Message)
+		}
+		if t := cs.State.Terminated; t != nil && t.ExitCode != 0 {
+			return fmt.Sprintf(": pod %s: container %s exited %d (%s) %s", newest.Name, cs.Name, t.ExitCode, t.Reason, t.Message)
+		}
+		if t := cs.LastTerminationState.Terminated; t != nil && t.ExitCode != 0 {
+			return fmt.Sprintf(": pod %s: container %s exited %d (%s) %s", newest.Name, cs.Name, t.ExitCode, t.Reason, t.Message)
+		}
+	}
+	return ""
+}
+
+// jobDeadline is the deadline a migration Job was created with (its activeDeadlineSeconds), so a
+// later change of spec.schema.migration.activeDeadlineSeconds does not move a running Job's deadline.
+func jobDeadline(j *batchv1.Job) time.Duration {
+	if j.Spec.ActiveDeadlineSeconds != nil {
+		return time.Duration(*j.Spec.ActiveDeadlineSeconds) * time.Second
+	}
+	return 600 * time.Second
+}
+
+// pastDeadline reports whether schemagate's own deadline for a running migration Job has passed:
+// its activeDeadlineSeconds from creation, plus migrationGrace for the Job controller to act first.
+func (p *planner) pastDeadline(oj *ownedJob) bool {
+	return p.now.After(oj.job.CreationTimestamp.Add(jobDeadline(oj.job) + migrationGrace))
 }

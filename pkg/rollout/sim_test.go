@@ -43,17 +43,18 @@ func fixture() *routingv1alpha1.RoutingService {
 
 // world is an in-memory cluster for the planner: it applies actions, and plays the ReplicaSet and
 // Job controllers. A ReplicaSet whose image contains "broken" never gets available pods; a
-// migration Job whose image contains "fail" fails, "hang" never finishes, anything else succeeds
-// one tick after it is created.
+// migration Job whose image contains "fail" fails ("fail-once": only its first attempt), "hang"
+// never finishes, anything else succeeds one tick after it is created.
 type world struct {
-	t    *testing.T
-	now  time.Time
-	rsvc *routingv1alpha1.RoutingService
-	rss  map[string]*appsv1.ReplicaSet
-	jobs map[string]*batchv1.Job
-	log  []string
-	seq  int
-	// confirmedAt is the time each schema version's migration succeeded (for I1).
+	t      *testing.T
+	now    time.Time
+	rsvc   *routingv1alpha1.RoutingService
+	rss    map[string]*appsv1.ReplicaSet
+	jobs   map[string]*batchv1.Job
+	log    []string
+	events []Event
+	seq    int
+	// confirmed is the highest schema version a migration Job has brought the database to (for I1).
 	confirmed string
 }
 
@@ -99,6 +100,7 @@ func (w *world) reconcile() Plan {
 	}
 	for _, e := range plan.Events {
 		w.log = append(w.log, w.now.Format("15:04:05")+" event "+e.Reason)
+		w.events = append(w.events, e)
 	}
 	w.rsvc.Status = plan.Status
 	w.checkInvariants()
@@ -126,7 +128,7 @@ func (w *world) tick() {
 		image := j.Spec.Template.Spec.Containers[0].Image
 		switch {
 		case strings.Contains(image, "hang"):
-		case strings.Contains(image, "fail"):
+		case strings.Contains(image, "fail-once") && j.Labels[LabelAttempt] == "1", strings.Contains(image, "fail") && !strings.Contains(image, "fail-once"):
 			j.Status.Conditions = []batchv1.JobCondition{{Type: batchv1.JobFailed, Status: corev1.ConditionTrue, Reason: "BackoffLimitExceeded", Message: "Job has reached the specified backoff limit"}}
 		default:
 			j.Status.Conditions = []batchv1.JobCondition{{Type: batchv1.JobComplete, Status: corev1.ConditionTrue}}

@@ -25,10 +25,16 @@ func steadyV1(t *testing.T) string {
 	return ns
 }
 
-// finishJob finishes the migration Job for version (a "manual" one) as the Job controller would.
+// finishJob finishes the first migration Job for version (a "manual" one) as the Job controller would.
 func finishJob(t *testing.T, ns, version string, success bool) {
 	t.Helper()
-	name := rollout.MigrationJobName("rs-a", version, 1)
+	finishAttempt(t, ns, version, 1, success)
+}
+
+// finishAttempt finishes the migration Job of (version, attempt).
+func finishAttempt(t *testing.T, ns, version string, attempt int32, success bool) {
+	t.Helper()
+	name := rollout.MigrationJobName("rs-a", version, attempt)
 	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		j := &batchv1.Job{}
 		if err := k8s.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, j); err != nil {
@@ -40,3 +46,5 @@ func finishJob(t *testing.T, ns, version string, success bool) {
 		t.Fatal(err)
 	}
 }
+
+func kitKey(ns string) client.ObjectKey { return client.ObjectKey{Namespace: ns, Name: "rs-a"} }
