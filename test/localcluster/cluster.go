@@ -249,6 +249,9 @@ func (c *Cluster) controllerManagerArgs() []string {
 		"--service-account-private-key-file=" + c.pki.path("sa.key"),
 		"--root-ca-file=" + c.pki.path("ca.crt"),
 		"--use-service-account-credentials", "--controllers=*", "--leader-elect=false",
+		// kwok's heartbeats stop while kube-apiserver is down in the outage test; a longer grace
+		// keeps the node lifecycle controller from marking every node NotReady when it returns.
+		"--node-monitor-grace-period=3m",
 		// No cloud, no node IPAM: kwok assigns pod IPs itself.
 		"--allocate-node-cidrs=false",
 	}

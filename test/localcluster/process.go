@@ -80,6 +80,15 @@ func (p *Process) Stop(grace time.Duration) {
 	}
 }
 
+// Kill sends SIGKILL to the process group at once (a crash, for chaos tests) and waits for it.
+func (p *Process) Kill() {
+	if !p.Running() {
+		return
+	}
+	_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
+	<-p.done
+}
+
 // Tail returns the last n bytes of the log, for error messages.
 func (p *Process) Tail(n int64) string {
 	f, err := os.Open(p.Log)
