@@ -75,6 +75,12 @@ func (r *RoutingServiceReconciler) Reconcile(ctx context.Context, req ctrl.Reque
 		return ctrl.Result{}, applyErr
 	}
 	if err := r.writeStatus(ctx, rsvc, plan.Status); err != nil {
+		if apierrors.IsConflict(err) {
+			// Someone (often our own previous write, not yet in the cache) changed the object:
+			// decide again on the fresh object rather than write a status computed for an old one.
+			log.V(1).Info("status write conflicted; reconciling again", "error", err.Error())
+			return ctrl.Result{RequeueAfter: 200 * time.Millisecond}, nil
+		}
 		return ctrl.Result{}, err
 	}
 	r.recordEvents(rsvc, plan.Events)

@@ -39,18 +39,26 @@ func TestChaosManagerKills(t *testing.T) {
 	ns := steadyV1(t)
 	kit().Update(t, ns, func(r *routingv1alpha1.RoutingService) {
 		story.ToV2("app:v2", "migrate:v2")(r)
-		r.Spec.Strategy.BakeSeconds = 2
+		r.Spec.Strategy.BakeSeconds = 5
 	})
 	began := time.Now()
+	midRollout := 0
 	for i := 0; i < kills; i++ {
-		time.Sleep(time.Duration(100+rng.IntN(1400)) * time.Millisecond)
+		time.Sleep(time.Duration(100+rng.IntN(900)) * time.Millisecond)
+		if story.Condition(kit().Get(t, ns), routingv1alpha1.ConditionReady) == nil || kit().HasCondition(t, ns, routingv1alpha1.ConditionReady, metav1.ConditionTrue, "")() != nil {
+			midRollout++
+		}
 		manager.Kill()
-		time.Sleep(time.Duration(rng.IntN(500)) * time.Millisecond)
+		time.Sleep(time.Duration(rng.IntN(400)) * time.Millisecond)
 		if err := manager.Start(); err != nil {
 			t.Fatalf("restarting the manager after kill %d: %v", i+1, err)
 		}
 	}
-	t.Logf("%d kills in %s; rollout state then: %s", kills, time.Since(began).Round(time.Second), kit().Get(t, ns).Status.PromotedShards)
+	t.Logf("%d kills in %s, %d of them before the rollout was complete; promoted shards then: %s",
+		kills, time.Since(began).Round(time.Second), midRollout, kit().Get(t, ns).Status.PromotedShards)
+	if midRollout < kills/2 {
+		t.Errorf("only %d of %d kills landed mid-rollout; lengthen the rollout", midRollout, kills)
+	}
 
 	kit().WaitReady(t, ns, 3*time.Minute)
 	story.Eventually(t, 30*time.Second, "v2 everywhere", kit().ServingIs(t, ns, "us-east=app:v2:3/3 eu-west=app:v2:3/3 ap-south=app:v2:3/3"))

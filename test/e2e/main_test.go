@@ -120,7 +120,7 @@ func run(m *testing.M) int {
 		fmt.Println("the manager exited during the tests:", manager.Tail(3000))
 		code = 1
 	}
-	if code != 0 {
+	if code != 0 || os.Getenv("SCHEMAGATE_KEEP_LOGS") != "" {
 		fmt.Println("logs kept in", state)
 	} else {
 		cluster.Stop()
