@@ -31,6 +31,11 @@ func (r *RoutingServiceReconciler) apply(ctx context.Context, rsvc *routingv1alp
 			err = r.Delete(ctx, a.ReplicaSet, client.Preconditions{UID: &a.ReplicaSet.UID, ResourceVersion: &a.ReplicaSet.ResourceVersion})
 		case rollout.CreateJob:
 			err = r.Create(ctx, a.Job)
+		case rollout.SuspendJob:
+			patch := client.MergeFromWithOptions(a.Job.DeepCopy(), client.MergeFromWithOptimisticLock{})
+			suspended := a.Job.DeepCopy()
+			suspended.Spec.Suspend = ptr.To(true)
+			err = r.Patch(ctx, suspended, patch)
 		default:
 			err = fmt.Errorf("unknown action %q", a.Kind)
 		}

@@ -32,6 +32,8 @@ const (
 	ScaleReplicaSet  ActionKind = "ScaleReplicaSet"
 	DeleteReplicaSet ActionKind = "DeleteReplicaSet"
 	CreateJob        ActionKind = "CreateJob"
+	// SuspendJob sets a migration Job's spec.suspend, so the Job controller stops its pods.
+	SuspendJob ActionKind = "SuspendJob"
 )
 
 // Action is one intended change. The reconciler applies actions in order and stops at the first
@@ -42,7 +44,7 @@ type Action struct {
 	ReplicaSet *appsv1.ReplicaSet
 	// Replicas is the new spec.replicas for ScaleReplicaSet.
 	Replicas int32
-	// Job is the Job to create.
+	// Job is the Job to create, or the observed Job to suspend.
 	Job *batchv1.Job
 	// Note says why, for logs and golden tests.
 	Note string
@@ -50,7 +52,7 @@ type Action struct {
 
 func (a Action) String() string {
 	switch a.Kind {
-	case CreateJob:
+	case CreateJob, SuspendJob:
 		return fmt.Sprintf("%s %s: %s", a.Kind, a.Job.Name, a.Note)
 	case ScaleReplicaSet:
 		return fmt.Sprintf("%s %s %d→%d: %s", a.Kind, a.ReplicaSet.Name, replicasOf(a.ReplicaSet), a.Replicas, a.Note)

@@ -32,6 +32,7 @@ func Compute(o Observed) Plan {
 	switch {
 	case p.rsvc.Spec.Paused:
 		p.setActivity(routingv1alpha1.ReasonPaused, "spec.paused is true: nothing is scaled until it is false")
+		p.pauseSteps()
 	case p.failed():
 		p.handleFailure()
 	case p.gateOpen:
@@ -42,8 +43,9 @@ func Compute(o Observed) Plan {
 	p.markStable()
 	p.cleanup()
 	p.summarize()
-	if p.retry != "" {
-		p.event(false, EventRetryIgnored, "retry %q: nothing has failed; nothing changed", p.retry)
+	if p.retry != "" && !p.retryWaiting {
+		p.event(false, EventRetryIgnored, "retry %q: no failed migration or shard to retry; nothing changed", p.retry)
+		p.useRetry()
 	}
 	if p.promoteToken != "" {
 		p.event(false, EventPromoteIgnored, "promote %q: no shard is baking; nothing changed", p.promoteToken)
@@ -68,7 +70,9 @@ type planner struct {
 	pods     []*corev1.Pod
 	// retry and promote are new control annotation values to act on in this reconcile; they are
 	// set to "" once used.
-	retry, promoteToken             string
+	retry, promoteToken string
+	// retryWaiting: a retry waits for the previous attempt's pods to stop; it is not yet handled.
+	retryWaiting                    bool
 	activityReason, activityMessage string
 	stallReason, stallMessage       string
 }
@@ -119,7 +123,10 @@ func newPlanner(o Observed) *planner {
 		p.status.Failure = nil
 	}
 	p.handleAbort()
-	p.retry = p.newControl(routingv1alpha1.AnnotationRetry, &p.status.LastHandledRetry)
+	if token := p.rsvc.Annotations[routingv1alpha1.AnnotationRetry]; token != p.status.LastHandledRetry {
+		// Recorded as handled only when acted on (useRetry), since a retry may have to wait.
+		p.retry = token
+	}
 	p.promoteToken = p.newControl(routingv1alpha1.AnnotationPromote, &p.status.LastHandledPromote)
 	for _, shard := range rsvc.Spec.Shards {
 		// Steps describe the update revision; a new one starts every shard at Pending.
@@ -140,6 +147,23 @@ func (p *planner) newControl(annotation string, handled *string) string {
 	return token
 }
 
+// pauseSteps returns a shard that was progressing to Pending, so that when the rollout resumes
+// its step starts again with a fresh progress deadline (time paused does not count against it,
+// as for a paused Deployment).
+func (p *planner) pauseSteps() {
+	for i := range p.status.Shards {
+		if ss := &p.status.Shards[i]; ss.StepRevision == p.update && ss.Step == routingv1alpha1.ShardStepProgressing {
+			ss.Step, ss.StepStartTime = routingv1alpha1.ShardStepPending, nil
+		}
+	}
+}
+
+// useRetry records the retry annotation's value as handled.
+func (p *planner) useRetry() {
+	p.status.LastHandledRetry = p.retry
+	p.retry = ""
+}
+
 // retryRollout acts on a retry of a failed revision: the failure is cleared and the failed
 // shard's step starts again.
 func (p *planner) retryRollout() {
@@ -154,7 +178,7 @@ func (p *planner) retryRollout() {
 	}
 	p.event(false, EventRolloutRetried, "retry %q: revision %s is tried again from shard %s", p.retry, p.update, f.Shard)
 	p.status.Failure = nil
-	p.retry = ""
+	p.useRetry()
 }
 
 // failed reports whether the update revision's rollout failed or was aborted.
@@ -171,7 +195,9 @@ func (p *planner) handleAbort() {
 		return
 	}
 	p.status.LastHandledAbort = token
-	inProgress := p.status.StableRevision != "" && p.status.StableRevision != p.update && !p.failed()
+	// In progress: the update revision is not yet the stable one (a first rollout included: with no
+	// stable revision to return to, an abort halts it).
+	inProgress := p.status.StableRevision != p.update && !p.failed()
 	if !inProgress {
 		p.event(false, EventAbortIgnored, "abort %q: no rollout is in progress; nothing changed", token)
 		return

@@ -1,6 +1,7 @@
 package rollout
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -358,5 +359,95 @@ func TestPromoteEndsTheBake(t *testing.T) {
 	w.run(50, func() bool { return strings.Contains(w.shardImages(), "eu-west=app:v2") })
 	if !w.sawEvent(EventBakeSkipped) {
 		t.Fatal("no BakeSkipped Event")
+	}
+}
+
+// Found by review: time spent paused must not count against a shard's progress deadline.
+func TestPauseMidShardDoesNotUseUpTheDeadline(t *testing.T) {
+	w := steady(t)
+	w.update("app:v2", "1", "migrate:ok")
+	w.run(50, func() bool { return strings.Contains(w.shardImages(), "us-east=app:v2:1") })
+	w.rsvc.Spec.Paused = true
+	w.rsvc.Generation++
+	for i := 0; i < 10; i++ {
+		w.reconcile()
+		w.tick()
+		w.now = w.now.Add(30 * time.Second)
+	}
+	w.rsvc.Spec.Paused = false
+	w.rsvc.Generation++
+	w.run(300, func() bool { return w.isTrue(routingv1alpha1.ConditionReady) })
+	if w.rsvc.Status.Failure != nil {
+		t.Fatalf("resuming failed a healthy rollout: %+v", w.rsvc.Status.Failure)
+	}
+}
+
+// Found by review: an abort during the very first rollout halts it (there is nothing to roll
+// back to) instead of being ignored.
+func TestAbortDuringFirstRolloutHalts(t *testing.T) {
+	w := newWorld(t)
+	w.run(100, func() bool { return strings.Contains(w.shardImages(), "us-east=app:v1:3") })
+	w.annotate(routingv1alpha1.AnnotationAbort, "stop")
+	w.reconcile()
+	if c := w.condition(routingv1alpha1.ConditionStalled); c.Status != "True" || c.Reason != routingv1alpha1.ReasonAborted {
+		t.Fatalf("Stalled = %+v", c)
+	}
+	frozen := w.shardImages()
+	for i := 0; i < 10; i++ {
+		w.reconcile()
+		w.tick()
+		w.now = w.now.Add(time.Minute)
+	}
+	if w.shardImages() != frozen {
+		t.Fatalf("an aborted first rollout went on: %s → %s", frozen, w.shardImages())
+	}
+}
+
+// Found by review: a retry after schemagate's own deadline must not start attempt 2 while attempt
+// 1's pods may still run; it suspends attempt 1 and waits for its pods to stop.
+func TestRetryAfterDeadlineNeverRunsTwoMigrations(t *testing.T) {
+	w := steady(t)
+	w.update("app:v2", "2", "migrate:hang")
+	w.run(30, func() bool { return w.isTrue(routingv1alpha1.ConditionStalled) })
+	w.rsvc.Spec.Schema.Migration.Template.Spec.Containers[0].Image = "migrate:ok"
+	w.annotate(routingv1alpha1.AnnotationRetry, "1")
+	for i := 0; i < 5; i++ {
+		w.reconcile()
+		running := 0
+		for _, j := range w.jobs {
+			if j.Labels[LabelSchemaVersion] == "2" && j.Status.Active > 0 {
+				running++
+			}
+		}
+		if running > 1 {
+			t.Fatalf("%d migrations for schema 2 run at once", running)
+		}
+		if _, ok := w.jobs[MigrationJobName("rs-a", "2", 2)]; ok && w.jobs[MigrationJobName("rs-a", "2", 1)].Status.Active > 0 {
+			t.Fatal("attempt 2 was created while attempt 1 still had active pods")
+		}
+		w.tick()
+		w.now = w.now.Add(time.Second)
+	}
+	if !w.sawEvent(EventMigrationSuspended) {
+		t.Fatal("no MigrationSuspended Event")
+	}
+	w.run(300, func() bool { return w.isTrue(routingv1alpha1.ConditionReady) })
+}
+
+// I4: right after any transition, a second reconcile with nothing changed yields the same status.
+func TestSecondReconcileIsAFixedPoint(t *testing.T) {
+	w := steady(t)
+	w.update("app:v2", "2", "migrate:fail-once")
+	for i := 0; i < 200 && !w.isTrue(routingv1alpha1.ConditionReady); i++ {
+		w.reconcile()
+		before := w.rsvc.Status.DeepCopy()
+		if plan := w.reconcile(); len(plan.Actions) == 0 && !equalStatus(before, &w.rsvc.Status) {
+			t.Fatalf("step %d: a reconcile that changed nothing changed the status:\n%+v\n%+v", i, before.Conditions, w.rsvc.Status.Conditions)
+		}
+		if w.isTrue(routingv1alpha1.ConditionStalled) {
+			w.annotate(routingv1alpha1.AnnotationRetry, fmt.Sprint(i))
+		}
+		w.tick()
+		w.now = w.now.Add(time.Second)
 	}
 }

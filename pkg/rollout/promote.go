@@ -79,7 +79,7 @@ func (p *planner) promote() {
 			p.stepTo(ss, routingv1alpha1.ShardStepBaking)
 			p.event(false, EventShardBaking, "shard %s is fully on revision %s; baking for %ds", shard.Name, p.update, strategy.BakeSeconds)
 			p.measure(PhaseShardProgress, shard.Name, progressed)
-			p.setActivity(routingv1alpha1.ReasonShardBaking, fmt.Sprintf("shard %s is fully on revision %s and bakes for %ds", shard.Name, p.update, strategy.BakeSeconds))
+			p.setActivity(routingv1alpha1.ReasonShardBaking, fmt.Sprintf("shard %s is fully on revision %s and bakes until %s", shard.Name, p.update, p.now.Add(bake).UTC().Format(time.RFC3339)))
 			p.requeueAt(p.now.Add(bake))
 			return
 		}

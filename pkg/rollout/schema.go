@@ -108,20 +108,31 @@ func (p *planner) schemaGate() bool {
 		p.event(false, EventMigrationStarted, "started migration Job %s to bring the schema from %s to %s", job.Name, orNone(confirmed), required)
 		st.MigrationJob, st.Attempt = job.Name, 1
 		st.StartTime, st.CompletionTime = &metav1.Time{Time: p.now}, nil
-		p.schemaCondition(metav1.ConditionFalse, routingv1alpha1.ReasonMigrating,
-			fmt.Sprintf("migration Job %s is bringing the schema to %s; no pod of revision %s runs until it succeeds", job.Name, required, p.update))
+		p.schemaCondition(metav1.ConditionFalse, routingv1alpha1.ReasonMigrating, p.migratingMessage(job.Name, 1, ""))
 		p.requeueAt(p.now.Add(deadline + migrationGrace))
+	case p.retry != "" && jobCondition(latest.job, batchv1.JobFailed) == nil && p.pastDeadline(latest) && !stopped(latest.job):
+		// A retry of a migration that ran past schemagate's deadline without failing: its pods may
+		// still run, and two migrations must never run at once. Suspend the Job (the Job
+		// controller stops its pods; the Job stays for its logs) and start attempt n+1 once no pod
+		// is left; the retry waits until then.
+		if latest.job.Spec.Suspend == nil || !*latest.job.Spec.Suspend {
+			p.act(Action{Kind: SuspendJob, Job: latest.job, Note: fmt.Sprintf("retry %q: stop %s's pods before attempt %d", p.retry, latest.job.Name, latest.attempt+1)})
+			p.event(false, EventMigrationSuspended, "retry %q: suspending migration Job %s so that its pods stop before attempt %d starts", p.retry, latest.job.Name, latest.attempt+1)
+		}
+		p.retryWaiting = true
+		p.schemaCondition(metav1.ConditionFalse, routingv1alpha1.ReasonMigrating,
+			fmt.Sprintf("retry: waiting for the pods of migration Job %s to stop before attempt %d starts", latest.job.Name, latest.attempt+1))
+		p.requeueAt(p.now.Add(5 * time.Second))
 	case p.retry != "" && (jobCondition(latest.job, batchv1.JobFailed) != nil || p.pastDeadline(latest)):
 		// S-05: a retry is a new Job, attempt n+1, with its own deterministic name; the failed Job
 		// stays for its logs.
 		job := NewMigrationJob(p.rsvc, required, latest.attempt+1)
 		p.act(Action{Kind: CreateJob, Job: job, Note: fmt.Sprintf("retry %q of schema %s after %s", p.retry, required, latest.job.Name)})
 		p.event(false, EventMigrationRetried, "retry %q: migration Job %s replaces failed %s (kept for its logs)", p.retry, job.Name, latest.job.Name)
-		p.retry = ""
+		p.useRetry()
 		st.MigrationJob, st.Attempt = job.Name, latest.attempt+1
 		st.StartTime, st.CompletionTime = &metav1.Time{Time: p.now}, nil
-		p.schemaCondition(metav1.ConditionFalse, routingv1alpha1.ReasonMigrating,
-			fmt.Sprintf("migration Job %s (attempt %d) is bringing the schema to %s; no pod of revision %s runs until it succeeds", job.Name, latest.attempt+1, required, p.update))
+		p.schemaCondition(metav1.ConditionFalse, routingv1alpha1.ReasonMigrating, p.migratingMessage(job.Name, latest.attempt+1, ""))
 		p.requeueAt(p.now.Add(deadline + migrationGrace))
 	case jobCondition(latest.job, batchv1.JobFailed) != nil:
 		c := jobCondition(latest.job, batchv1.JobFailed)
@@ -133,8 +144,7 @@ func (p *planner) schemaGate() bool {
 			latest.job.Name, required, int64(jobDeadline(latest.job)/time.Second), p.podCause(latest), routingv1alpha1.AnnotationRetry, p.update)
 		p.failSchema(routingv1alpha1.ReasonMigrationDeadline, msg)
 	default:
-		p.schemaCondition(metav1.ConditionFalse, routingv1alpha1.ReasonMigrating,
-			fmt.Sprintf("migration Job %s is bringing the schema to %s%s; no pod of revision %s runs until it succeeds", latest.job.Name, required, p.podCause(latest), p.update))
+		p.schemaCondition(metav1.ConditionFalse, routingv1alpha1.ReasonMigrating, p.migratingMessage(latest.job.Name, latest.attempt, p.podCause(latest)))
 		p.requeueAt(latest.job.CreationTimestamp.Add(jobDeadline(latest.job) + migrationGrace))
 	}
 	if p.stallReason == "" {
@@ -229,4 +239,15 @@ func jobDeadline(j *batchv1.Job) time.Duration {
 // its activeDeadlineSeconds from creation, plus migrationGrace for the Job controller to act first.
 func (p *planner) pastDeadline(oj *ownedJob) bool {
 	return p.now.After(oj.job.CreationTimestamp.Add(jobDeadline(oj.job) + migrationGrace))
+}
+
+// stopped reports whether a migration Job has no pod that could still be migrating: none active
+// and none terminating.
+func stopped(j *batchv1.Job) bool {
+	return j.Status.Active == 0 && (j.Status.Terminating == nil || *j.Status.Terminating == 0)
+}
+
+func (p *planner) migratingMessage(job string, attempt int32, cause string) string {
+	return fmt.Sprintf("migration Job %s (attempt %d) is bringing the schema to %s%s; no pod of revision %s runs until it succeeds",
+		job, attempt, p.rsvc.Spec.Schema.Version, cause, p.update)
 }

@@ -10,6 +10,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -96,6 +97,8 @@ func (w *world) reconcile() Plan {
 			j := a.Job.DeepCopy()
 			j.CreationTimestamp = metav1.Time{Time: w.now}
 			w.jobs[j.Name] = j
+		case SuspendJob:
+			w.jobs[a.Job.Name].Spec.Suspend = ptr.To(true)
 		}
 	}
 	for _, e := range plan.Events {
@@ -122,15 +125,22 @@ func (w *world) tick() {
 		}
 	}
 	for _, j := range w.jobs {
+		if ptr.Deref(j.Spec.Suspend, false) {
+			j.Status.Active = 0 // the Job controller stops a suspended Job's pods
+			continue
+		}
 		if len(j.Status.Conditions) > 0 {
 			continue
 		}
 		image := j.Spec.Template.Spec.Containers[0].Image
+		j.Status.Active = 1
 		switch {
 		case strings.Contains(image, "hang"):
 		case strings.Contains(image, "fail-once") && j.Labels[LabelAttempt] == "1", strings.Contains(image, "fail") && !strings.Contains(image, "fail-once"):
+			j.Status.Active = 0
 			j.Status.Conditions = []batchv1.JobCondition{{Type: batchv1.JobFailed, Status: corev1.ConditionTrue, Reason: "BackoffLimitExceeded", Message: "Job has reached the specified backoff limit"}}
 		default:
+			j.Status.Active = 0
 			j.Status.Conditions = []batchv1.JobCondition{{Type: batchv1.JobComplete, Status: corev1.ConditionTrue}}
 			if v := j.Labels[LabelSchemaVersion]; schemaversion.AtLeast(v, w.confirmed) || w.confirmed == "" {
 				w.confirmed = v
@@ -218,5 +228,5 @@ func completeConditions() []batchv1.JobCondition {
 }
 
 func equalStatus(a, b *routingv1alpha1.RoutingServiceStatus) bool {
-	return fmt.Sprintf("%+v", *a) == fmt.Sprintf("%+v", *b)
+	return equality.Semantic.DeepEqual(a, b)
 }

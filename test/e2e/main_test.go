@@ -16,7 +16,6 @@ import (
 
 	"github.com/go-logr/logr"
 	"k8s.io/client-go/rest"
-	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
@@ -90,30 +89,14 @@ func run(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	watchCache, err := cache.New(cfg, cache.Options{Scheme: controllers.Scheme()})
-	if err != nil {
+	if checker, err = invariants.Start(ctx, cfg, controllers.Scheme()); err != nil {
 		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	checker = invariants.New()
-	if err := checker.Watch(ctx, watchCache); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	go func() { _ = watchCache.Start(ctx) }()
-	if !watchCache.WaitForCacheSync(ctx) {
-		fmt.Fprintln(os.Stderr, "checker cache did not sync")
 		return 1
 	}
 	fmt.Printf("cluster and manager up in %.1fs\n", time.Since(start).Seconds())
 
 	code := m.Run()
-	violations, events := checker.Violations()
-	fmt.Printf("invariant checker: %d events checked, %d violations\n", events, len(violations))
-	for _, v := range violations {
-		fmt.Println("  " + v)
-	}
-	if len(violations) > 0 && code == 0 {
+	if checker.Report(os.Stdout) > 0 && code == 0 {
 		code = 1
 	}
 	if !manager.Running() {

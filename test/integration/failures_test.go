@@ -3,6 +3,7 @@ package integration
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -77,6 +78,14 @@ func TestStoryS04MigrationThatCannotStartThenRetry(t *testing.T) {
 		}
 		return nil
 	})
+	for _, j := range kit.Jobs(t, ns) {
+		if j.Name == rollout.MigrationJobName("rs-a", "2", 1) && !ptr.Deref(j.Spec.Suspend, false) {
+			t.Fatal("attempt 2 started while attempt 1, past its deadline, was not suspended")
+		}
+	}
+	if !slices.Contains(kit.EventsFor(t, ns), rollout.EventMigrationSuspended) {
+		t.Fatalf("no MigrationSuspended Event: %v", kit.EventsFor(t, ns))
+	}
 	finishAttempt(t, ns, "2", 2, true)
 	story.Eventually(t, 60*time.Second, "v2 rolls out", func() error {
 		rsvc := kit.Get(t, ns)

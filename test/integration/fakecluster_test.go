@@ -26,7 +26,8 @@ import (
 //     schema its revision requires (a readiness probe that checks the schema: scenario S-02), and
 //     never if the image contains "broken", or "broken-in-<shard>" for its own shard;
 //   - a migration Job whose image contains "manual" is left running for the test to finish
-//     (finishJob); any other Job succeeds after about 300 ms and moves the database to its version.
+//     (finishJob); any other Job succeeds after about 300 ms and moves the database to its version;
+//     a suspended Job loses its active pods.
 type fakeCluster struct {
 	c client.Client
 
@@ -99,6 +100,17 @@ func (f *fakeCluster) syncJobs(ctx context.Context) {
 	}
 	for i := range list.Items {
 		j := &list.Items[i]
+		if ptr.Deref(j.Spec.Suspend, false) && !finished(j) {
+			// The Job controller stops a suspended Job's pods.
+			if j.Status.Active > 0 {
+				j.Status.Active = 0
+				now := metav1.Now()
+				j.Status.Conditions = append(j.Status.Conditions, batchv1.JobCondition{Type: batchv1.JobSuspended, Status: corev1.ConditionTrue,
+					Reason: "JobSuspended", Message: "Job suspended", LastProbeTime: now, LastTransitionTime: now})
+				_ = f.c.Status().Update(ctx, j)
+			}
+			continue
+		}
 		if finished(j) || strings.Contains(j.Spec.Template.Spec.Containers[0].Image, "manual") {
 			if j.Status.StartTime == nil && !finished(j) {
 				j.Status.StartTime = &metav1.Time{Time: time.Now()}

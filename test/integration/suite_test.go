@@ -15,7 +15,6 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
@@ -98,30 +97,13 @@ func run(m *testing.M) int {
 	fake = newFakeCluster(k8s)
 	go fake.run(ctx)
 
-	// The checker has its own cache, so it sees events independently of the manager.
-	watchCache, err := cache.New(cfg, cache.Options{Scheme: opts.Scheme})
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "checker cache:", err)
-		return 1
-	}
-	checker = invariants.New()
-	if err := checker.Watch(ctx, watchCache); err != nil {
-		fmt.Fprintln(os.Stderr, "checker:", err)
-		return 1
-	}
-	go func() { _ = watchCache.Start(ctx) }()
-	if !watchCache.WaitForCacheSync(ctx) {
-		fmt.Fprintln(os.Stderr, "checker cache did not sync")
+	if checker, err = invariants.Start(ctx, cfg, opts.Scheme); err != nil {
+		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
 
 	code := m.Run()
-	violations, events := checker.Violations()
-	fmt.Printf("invariant checker: %d events checked, %d violations\n", events, len(violations))
-	for _, v := range violations {
-		fmt.Println("  " + v)
-	}
-	if len(violations) > 0 && code == 0 {
+	if checker.Report(os.Stdout) > 0 && code == 0 {
 		code = 1
 	}
 	return code

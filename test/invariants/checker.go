@@ -16,7 +16,9 @@ package invariants
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io"
 	"strconv"
 	"strings"
 	"sync"
@@ -26,6 +28,8 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/rest"
 	toolscache "k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -93,6 +97,34 @@ func (k *Checker) Watch(ctx context.Context, c cache.Cache) error {
 		}
 	}()
 	return nil
+}
+
+// Start gives a Checker an informer cache of its own on cfg (so it sees events independently of
+// the manager under test), starts it, and waits until it has synced.
+func Start(ctx context.Context, cfg *rest.Config, scheme *runtime.Scheme) (*Checker, error) {
+	c, err := cache.New(cfg, cache.Options{Scheme: scheme})
+	if err != nil {
+		return nil, err
+	}
+	k := New()
+	if err := k.Watch(ctx, c); err != nil {
+		return nil, err
+	}
+	go func() { _ = c.Start(ctx) }()
+	if !c.WaitForCacheSync(ctx) {
+		return nil, errors.New("the invariant checker's cache did not sync")
+	}
+	return k, nil
+}
+
+// Report prints how many events were checked and every violation, and returns how many there were.
+func (k *Checker) Report(w io.Writer) int {
+	violations, events := k.Violations()
+	fmt.Fprintf(w, "invariant checker: %d events checked, %d violations\n", events, len(violations))
+	for _, v := range violations {
+		fmt.Fprintln(w, "  "+v)
+	}
+	return len(violations)
 }
 
 // Violations returns what was violated so far (after settling pending checks), and how many
