@@ -330,8 +330,11 @@ const AnnotationPromote = "schemagate.io/promote"
 
 // RoutingServiceStatus is the observed state of a RoutingService.
 type RoutingServiceStatus struct {
-	// observedGeneration is the metadata.generation this status was computed for.
+	// observedGeneration is the metadata.generation this status was computed for. It defaults to 0
+	// (the API server fills it in before schemagate has written any status), so tools that read
+	// kstatus (Flux, Helm 4) see a new RoutingService as InProgress, not Current (scenario S-13).
 	// +optional
+	// +kubebuilder:default=0
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
 
 	// stableRevision is the last revision fully promoted in every shard: the last-known-good that
@@ -406,6 +409,7 @@ type RoutingService struct {
 	Spec RoutingServiceSpec `json:"spec"`
 	// status is the observed state, written by the controller.
 	// +optional
+	// +kubebuilder:default={}
 	Status RoutingServiceStatus `json:"status,omitempty"`
 }
 

@@ -50,6 +50,11 @@ func TestGitOpsContract(t *testing.T) {
 	if err := k8s.Create(ctx, e2eFixture(ns)); err != nil {
 		t.Fatal(err)
 	}
+	// Before any reconcile, the CRD's status default (observedGeneration 0) makes kstatus say
+	// InProgress: a RoutingService nobody has looked at yet is not Current.
+	if s, rsvc := kstatusOf(t, ns); s != status.InProgressStatus {
+		t.Fatalf("kstatus before the first reconcile = %s (status %+v), want InProgress", s, rsvc.Status)
+	}
 	if err := manager.Start(); err != nil {
 		t.Fatal(err)
 	}
