@@ -13,6 +13,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -36,16 +37,7 @@ func newWatcher(c client.Client, ns, name string) *watcher {
 }
 
 func (w *watcher) run(ctx context.Context) {
-	t := time.NewTicker(250 * time.Millisecond)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			w.poll(ctx)
-		}
-	}
+	wait.UntilWithContext(ctx, w.poll, 250*time.Millisecond)
 }
 
 func (w *watcher) poll(ctx context.Context) {

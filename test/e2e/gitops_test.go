@@ -18,21 +18,28 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/cli-utils/pkg/kstatus/status"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	routingv1alpha1 "github.com/schemagate/schemagate/api/v1alpha1"
 	"github.com/schemagate/schemagate/test/story"
 )
 
-// kstatusOf computes kstatus (what Flux and Helm 4 --wait read) on the object as stored.
+// kstatusOf computes kstatus (what Flux and Helm 4 --wait read) on the object as the API server
+// returns it, read as unstructured as those tools do (a typed round trip would drop fields such as
+// a defaulted observedGeneration of 0).
 func kstatusOf(t *testing.T, ns string) (status.Status, *routingv1alpha1.RoutingService) {
 	t.Helper()
-	rsvc := kit().Get(t, ns)
-	obj, err := runtime.DefaultUnstructuredConverter.ToUnstructured(rsvc)
+	u := &unstructured.Unstructured{}
+	u.SetGroupVersionKind(routingv1alpha1.GroupVersion.WithKind("RoutingService"))
+	if err := k8s.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: "rs-a"}, u); err != nil {
+		t.Fatal(err)
+	}
+	res, err := status.Compute(u)
 	if err != nil {
 		t.Fatal(err)
 	}
-	res, err := status.Compute(&unstructured.Unstructured{Object: obj})
-	if err != nil {
+	rsvc := &routingv1alpha1.RoutingService{}
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, rsvc); err != nil {
 		t.Fatal(err)
 	}
 	return res.Status, rsvc

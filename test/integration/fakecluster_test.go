@@ -11,6 +11,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -40,17 +41,10 @@ func newFakeCluster(c client.Client) *fakeCluster {
 }
 
 func (f *fakeCluster) run(ctx context.Context) {
-	t := time.NewTicker(150 * time.Millisecond)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			f.syncJobs(ctx)
-			f.syncReplicaSets(ctx)
-		}
-	}
+	wait.UntilWithContext(ctx, func(ctx context.Context) {
+		f.syncJobs(ctx)
+		f.syncReplicaSets(ctx)
+	}, 150*time.Millisecond)
 }
 
 func (f *fakeCluster) schema(ns string) string {

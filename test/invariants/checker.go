@@ -29,6 +29,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/rest"
 	toolscache "k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -84,18 +85,7 @@ func (k *Checker) Watch(ctx context.Context, c cache.Cache) error {
 			return err
 		}
 	}
-	go func() {
-		t := time.NewTicker(200 * time.Millisecond)
-		defer t.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-t.C:
-				k.settle(false)
-			}
-		}
-	}()
+	go wait.UntilWithContext(ctx, func(context.Context) { k.settle(false) }, 200*time.Millisecond)
 	return nil
 }
 
