@@ -451,3 +451,33 @@ func TestSecondReconcileIsAFixedPoint(t *testing.T) {
 		w.now = w.now.Add(time.Second)
 	}
 }
+
+// S-10: the migration Job was created, then the status write was lost (a 409) and the next
+// reconcile reads a cache that does not show the Job yet. The planner asks again for the same
+// deterministic name, so the API server answers AlreadyExists instead of running a second
+// migration; it never moves on to another attempt by itself. (schemagate holds no delete verb on
+// Jobs: a Job is never deleted before its result is recorded.)
+func TestStaleCacheNeverCreatesASecondMigration(t *testing.T) {
+	w := steady(t)
+	w.update("app:v2", "2", "migrate:hang")
+	before := w.rsvc.Status.DeepCopy()
+	first := Compute(w.observed())
+	if len(first.Actions) != 1 || first.Actions[0].Kind != CreateJob {
+		t.Fatalf("first plan %v", first.Actions)
+	}
+	// The status write conflicted (status as before) and the cache has not seen the Job.
+	w.rsvc.Status = *before
+	again := Compute(w.observed())
+	if len(again.Actions) != 1 || again.Actions[0].Kind != CreateJob || again.Actions[0].Job.Name != first.Actions[0].Job.Name {
+		t.Fatalf("a stale cache must lead to the same Job name (AlreadyExists), got %v", again.Actions)
+	}
+	// Once the Job is seen, nothing more is created while it runs.
+	w.reconcile()
+	for i := 0; i < 20; i++ {
+		w.tick()
+		w.now = w.now.Add(time.Second)
+		if plan := w.reconcile(); len(plan.Actions) != 0 {
+			t.Fatalf("while the migration runs: %v", plan.Actions)
+		}
+	}
+}
