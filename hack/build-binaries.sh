@@ -71,7 +71,9 @@ for name in "${names[@]}"; do
     continue
   fi
   start=$(date +%s)
-  echo "building $name ($want); the first build of kube-apiserver takes ~8 minutes" >&2
+  note=""
+  [ "$name" = kube-apiserver ] && note="; a cold build takes ~8-10 minutes and ~3 GB of memory"
+  echo "building $name ($want)$note" >&2
   build "$name" "$out/$name.tmp"
   mv "$out/$name.tmp" "$out/$name"
   echo "$want" > "$out/.$name.stamp"
