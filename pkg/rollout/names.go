@@ -7,8 +7,6 @@ import (
 	"fmt"
 
 	"k8s.io/apimachinery/pkg/util/rand"
-
-	routingv1alpha1 "github.com/schemagate/schemagate/api/v1alpha1"
 )
 
 // Labels schemagate puts on the ReplicaSets, Jobs and pod templates it creates. The manager's
@@ -28,22 +26,6 @@ const (
 	// EnvSchemaVersion is set in every migration container to spec.schema.version.
 	EnvSchemaVersion = "SCHEMAGATE_SCHEMA_VERSION"
 )
-
-// Revision identifies a spec's routing pods: a 10-character hash of spec.template,
-// spec.schema.version and every shard's nodeSelector (the parts that end up in a shard's pod
-// template). Replicas, strategy and migration settings are not part of it, so changing them starts
-// no new revision.
-func Revision(spec *routingv1alpha1.RoutingServiceSpec) string {
-	selectors := make([]map[string]string, 0, len(spec.Shards))
-	for _, s := range spec.Shards {
-		selectors = append(selectors, s.NodeSelector)
-	}
-	return shortHash(struct {
-		Template  any                 `json:"t"`
-		Version   string              `json:"v"`
-		Selectors []map[string]string `json:"s"`
-	}{spec.Template, spec.Schema.Version, selectors})
-}
 
 // ReplicaSetName is <routingservice>-<shard>-<revision>, at most 40+1+20+1+10 = 72 characters.
 func ReplicaSetName(rsvcName, shard, revision string) string {
