@@ -36,6 +36,16 @@ func (r *RoutingServiceReconciler) apply(ctx context.Context, rsvc *routingv1alp
 			suspended := a.Job.DeepCopy()
 			suspended.Spec.Suspend = ptr.To(true)
 			err = r.Patch(ctx, suspended, patch)
+		case rollout.AdoptReplicaSet:
+			patch := client.MergeFromWithOptions(a.ReplicaSet.DeepCopy(), client.MergeFromWithOptimisticLock{})
+			adopted := a.ReplicaSet.DeepCopy()
+			adopted.OwnerReferences = append(adopted.OwnerReferences, rollout.ControllerRef(rsvc))
+			err = r.Patch(ctx, adopted, patch)
+		case rollout.MarkServed:
+			patch := client.MergeFromWithOptions(a.ReplicaSet.DeepCopy(), client.MergeFromWithOptimisticLock{})
+			marked := a.ReplicaSet.DeepCopy()
+			rollout.SetServedAt(marked, a.Time)
+			err = r.Patch(ctx, marked, patch)
 		default:
 			err = fmt.Errorf("unknown action %q", a.Kind)
 		}

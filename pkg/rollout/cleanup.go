@@ -12,7 +12,7 @@ import (
 // but only once the update revision is promoted everywhere else, so removing a region never
 // overlaps with a rollout.
 func (p *planner) cleanup() {
-	limit := int(p.rsvc.Spec.Strategy.RevisionHistoryLimit)
+	limit := int(p.rsvc.Spec.Strategy.RevisionHistoryLimitOrDefault())
 	inSpec := map[string]bool{}
 	for _, shard := range p.rsvc.Spec.Shards {
 		inSpec[shard.Name] = true
@@ -53,7 +53,7 @@ func (p *planner) cleanup() {
 // rolloutComplete reports whether the update revision is promoted in every shard of the spec
 // with its schema confirmed and nothing failed.
 func (p *planner) rolloutComplete() bool {
-	if !p.gateOpen || p.failed() {
+	if !p.gateOpen || p.failed() || len(p.mismatch) > 0 {
 		return false
 	}
 	for _, shard := range p.rsvc.Spec.Shards {

@@ -8,26 +8,31 @@ import (
 
 // Event reasons recorded on a RoutingService, one per transition.
 const (
-	EventMigrationStarted   = "MigrationStarted"                             // a migration Job was created
-	EventSchemaConfirmed    = routingv1alpha1.ReasonSchemaConfirmed          // the gate opened
-	EventMigrationFailed    = routingv1alpha1.ReasonMigrationFailed          // the Job failed
-	EventMigrationDeadline  = routingv1alpha1.ReasonMigrationDeadline        // the Job ran past its deadline
-	EventShardStarted       = "ShardStarted"                                 // a shard began promoting
-	EventShardBaking        = "ShardBaking"                                  // a shard is fully on the new revision
-	EventShardPromoted      = "ShardPromoted"                                // a shard finished baking
-	EventShardRegressed     = "ShardRegressed"                               // a baking shard lost availability
-	EventProgressDeadline   = routingv1alpha1.ReasonProgressDeadlineExceeded // a shard missed its deadline
-	EventRollingBack        = routingv1alpha1.ReasonRollingBack              // a shard returns to the stable revision
-	EventShardRolledBack    = "ShardRolledBack"                              // a shard is back on the stable revision
-	EventRolloutComplete    = routingv1alpha1.ReasonRolloutComplete          // the revision is stable everywhere
-	EventAborted            = routingv1alpha1.ReasonAborted                  // the user aborted a rollout
-	EventAbortIgnored       = "AbortIgnored"                                 // an abort with nothing in progress
-	EventMigrationRetried   = "MigrationRetried"                             // a failed migration runs again
-	EventMigrationSuspended = "MigrationSuspended"                           // a timed-out migration is stopped before a retry
-	EventRolloutRetried     = "RolloutRetried"                               // a failed revision is tried again
-	EventRetryIgnored       = "RetryIgnored"                                 // a retry with nothing failed
-	EventBakeSkipped        = "BakeSkipped"                                  // promote ended a bake early
-	EventPromoteIgnored     = "PromoteIgnored"                               // a promote with no shard baking
+	EventMigrationStarted    = "MigrationStarted"                             // a migration Job was created
+	EventSchemaConfirmed     = routingv1alpha1.ReasonSchemaConfirmed          // the gate opened
+	EventMigrationFailed     = routingv1alpha1.ReasonMigrationFailed          // the Job failed
+	EventMigrationDeadline   = routingv1alpha1.ReasonMigrationDeadline        // the Job ran past its deadline
+	EventShardStarted        = "ShardStarted"                                 // a shard began promoting
+	EventShardBaking         = "ShardBaking"                                  // a shard is fully on the new revision
+	EventShardPromoted       = "ShardPromoted"                                // a shard finished baking
+	EventShardRegressed      = "ShardRegressed"                               // a baking shard lost availability
+	EventProgressDeadline    = routingv1alpha1.ReasonProgressDeadlineExceeded // a shard missed its deadline
+	EventRollingBack         = routingv1alpha1.ReasonRollingBack              // a shard returns to the stable revision
+	EventShardRolledBack     = "ShardRolledBack"                              // a shard is back on the stable revision
+	EventRolloutComplete     = routingv1alpha1.ReasonRolloutComplete          // the revision is stable everywhere
+	EventAborted             = routingv1alpha1.ReasonAborted                  // the user aborted a rollout
+	EventAbortIgnored        = "AbortIgnored"                                 // an abort with nothing in progress
+	EventMigrationRetried    = "MigrationRetried"                             // a failed migration runs again
+	EventMigrationSuspended  = "MigrationSuspended"                           // a timed-out migration is stopped before a retry
+	EventMigrationSuperseded = "MigrationSuperseded"                          // an older version's migration past its deadline is stopped for a newer one
+	EventReplicaSetAdopted   = "ReplicaSetAdopted"                            // an orphaned ReplicaSet with matching labels was adopted
+	EventShardResized        = "ShardResized"                                 // a shard's replicas changed and its serving revision was scaled at once
+	EventNameConflict        = routingv1alpha1.ReasonNameConflict             // a name schemagate needs is held by an object it does not control
+	EventTemplateMismatch    = routingv1alpha1.ReasonTemplateMismatch         // a ReplicaSet named for the revision runs another template
+	EventRolloutRetried      = "RolloutRetried"                               // a failed revision is tried again
+	EventRetryIgnored        = "RetryIgnored"                                 // a retry with nothing failed
+	EventBakeSkipped         = "BakeSkipped"                                  // promote ended a bake early
+	EventPromoteIgnored      = "PromoteIgnored"                               // a promote with no shard baking
 )
 
 // Phases measured by Event.Duration (the manager exports them as

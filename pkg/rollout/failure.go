@@ -2,6 +2,9 @@ package rollout
 
 import (
 	"fmt"
+	"strings"
+
+	appsv1 "k8s.io/api/apps/v1"
 
 	routingv1alpha1 "github.com/schemagate/schemagate/api/v1alpha1"
 )
@@ -10,54 +13,74 @@ import (
 //
 // Halt touches nothing: every shard stays as it is, Stalled=True.
 //
-// Rollback returns every shard that runs anything but the stable revision to the stable revision,
-// all such shards at once (going back to the last-known-good is not a promotion): the stable
-// ReplicaSet is scaled up to the shard's replicas first (surge up to replicas), and the other
-// ReplicaSets are scaled down only as far as availability allows (Step), so a shard's last
-// available pods are never removed (I2, scenario S-08). A shard with no stable ReplicaSet (a shard
-// new in this spec, or a first rollout with no stable revision) is left as it is.
+// Rollback changes only the shards the failed revision touched (its ReplicaSet there asks for or
+// still has pods), each back to the ReplicaSet that last served that shard alone and fully
+// (lastServed: the schemagate.io/served-at annotation, kept in the cluster, so a lost status write
+// changes nothing of the outcome). Shards the failed revision never reached keep what they serve
+// (scenario S-17): with v2 promoted in us-east and eu-west and baking in ap-south, a v3 that fails
+// in us-east returns us-east to v2 and changes nothing else. All touched shards roll back at once
+// (going back to what served is not a promotion): the returning ReplicaSet is scaled up to the
+// shard's replicas first, and the failed one is scaled down only as far as availability allows
+// (Step), so a shard's last available pods are never removed (I2, scenario S-08). A touched shard
+// that nothing served before (a first rollout, a shard new in this spec) is left as it is.
 func (p *planner) handleFailure() {
-	stable := p.status.StableRevision
 	f := p.status.Failure
 	msg := f.Message
-	policy := p.rsvc.Spec.Strategy.FailurePolicy
+	policy := p.rsvc.Spec.Strategy.FailurePolicyOrDefault()
 	if f.Reason == routingv1alpha1.ReasonAborted {
 		policy = routingv1alpha1.FailurePolicyRollback
 	}
-	if policy == routingv1alpha1.FailurePolicyHalt || stable == "" || stable == p.update {
-		why := "failurePolicy is Halt"
-		if policy != routingv1alpha1.FailurePolicyHalt {
-			why = "there is no stable revision to roll back to"
-		}
-		p.stall(f.Reason, fmt.Sprintf("%s; %s: nothing more is changed until the spec changes", msg, why))
+	if policy == routingv1alpha1.FailurePolicyHalt {
+		p.stall(f.Reason, fmt.Sprintf("%s; failurePolicy is Halt: nothing more is changed until the spec changes", msg))
 		return
 	}
 
-	rollingBack := false
+	var rolling, back, stuck []string
 	for _, shard := range p.rsvc.Spec.Shards {
 		ss := p.shardStatus(shard.Name)
 		set := p.set(shard.Name)
-		failedHere := ss.Name == f.Shard
-		if set.byRev[stable] == nil || set.complete(stable, shard.Replicas) {
+		failed := set.byRev[p.update]
+		if failed == nil || (replicasOf(failed) == 0 && failed.Status.Replicas == 0) {
+			// Untouched, or rolled back already.
 			if ss.Step == routingv1alpha1.ShardStepRollingBack {
 				p.stepTo(ss, routingv1alpha1.ShardStepRolledBack)
-				p.event(false, EventShardRolledBack, "shard %s is back on stable revision %s", shard.Name, stable)
+				p.event(false, EventShardRolledBack, "shard %s is back on revision %s", shard.Name, revisionOf(p.lastServed(shard.Name, failed)))
+			}
+			if ss.Step == routingv1alpha1.ShardStepRolledBack {
+				back = append(back, shard.Name)
 			}
 			continue
 		}
-		rollingBack = true
-		if !failedHere && ss.Step != routingv1alpha1.ShardStepRollingBack {
+		target := p.lastServed(shard.Name, failed)
+		if target == nil || !p.mayRun(target) {
+			stuck = append(stuck, shard.Name)
+			continue
+		}
+		rolling = append(rolling, shard.Name)
+		if ss.Step != routingv1alpha1.ShardStepRollingBack {
 			ss.StepRevision = p.update
 			p.stepTo(ss, routingv1alpha1.ShardStepRollingBack)
-			p.event(true, EventRollingBack, "shard %s is rolling back to stable revision %s", shard.Name, stable)
+			p.event(true, EventRollingBack, "shard %s is rolling back from revision %s to revision %s, which served it last", shard.Name, p.update, revisionOf(target))
 		}
 		b := p.budget(shard)
 		b.Surge = max(b.Surge, shard.Replicas)
-		p.rollTowards(shard, stable, b, "rollback")
+		p.rollTowardsRS(shard, target, b, "rollback")
 	}
-	if rollingBack {
-		p.stall(f.Reason, fmt.Sprintf("%s; rolling back to stable revision %s", msg, stable))
-		return
+	switch {
+	case len(rolling) > 0:
+		p.stall(f.Reason, fmt.Sprintf("%s; rolling back shards %s to the revisions that served them last", msg, strings.Join(rolling, ", ")))
+	case len(stuck) > 0:
+		p.stall(f.Reason, fmt.Sprintf("%s; shards %s have no earlier revision to roll back to and are left as they are until the spec changes", msg, strings.Join(stuck, ", ")))
+	case len(back) > 0:
+		p.stall(f.Reason, fmt.Sprintf("%s; rolled back: shards %s are back on the revisions that served them last, and no other shard was changed", msg, strings.Join(back, ", ")))
+	default:
+		p.stall(f.Reason, fmt.Sprintf("%s; no shard runs revision %s, nothing was changed", msg, p.update))
 	}
-	p.stall(f.Reason, fmt.Sprintf("%s; rolled back: stable revision %s serves every shard it served", msg, stable))
+}
+
+func revisionOf(rs *appsv1.ReplicaSet) string {
+	if rs == nil {
+		return "none"
+	}
+	return rs.Labels[LabelRevision]
 }

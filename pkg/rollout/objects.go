@@ -51,7 +51,7 @@ func NewReplicaSet(rsvc *routingv1alpha1.RoutingService, shard routingv1alpha1.S
 		},
 		Spec: appsv1.ReplicaSetSpec{
 			Replicas:        ptr.To(replicas),
-			MinReadySeconds: rsvc.Spec.Strategy.MinReadySeconds,
+			MinReadySeconds: rsvc.Spec.Strategy.MinReadySecondsOrDefault(),
 			Selector:        &metav1.LabelSelector{MatchLabels: labels},
 			Template:        tmpl,
 		},
@@ -86,15 +86,13 @@ func NewMigrationJob(rsvc *routingv1alpha1.RoutingService, version string, attem
 	for i := range tmpl.Spec.Containers {
 		tmpl.Spec.Containers[i].Env = append(tmpl.Spec.Containers[i].Env, corev1.EnvVar{Name: EnvSchemaVersion, Value: version})
 	}
-	backoff := ptr.To(int32(2))
-	if m.BackoffLimit != nil {
-		backoff = ptr.To(*m.BackoffLimit)
-	}
+	backoff := ptr.To(m.BackoffLimitOrDefault())
 	return &batchv1.Job{
 		ObjectMeta: metav1.ObjectMeta{
 			Name:            MigrationJobName(rsvc.Name, version, attempt),
 			Namespace:       rsvc.Namespace,
 			Labels:          maps.Clone(labels),
+			Annotations:     map[string]string{annotationMigrationTemplate: migrationTemplateHash(rsvc)},
 			OwnerReferences: []metav1.OwnerReference{controllerRef(rsvc)},
 		},
 		Spec: batchv1.JobSpec{
@@ -105,11 +103,17 @@ func NewMigrationJob(rsvc *routingv1alpha1.RoutingService, version string, attem
 	}
 }
 
+// annotationMigrationTemplate records, on each migration Job, a hash of the
+// spec.schema.migration.template it was created from, so that a fixed template applied through Git
+// starts the next attempt by itself (a GitOps user has no annotation to set).
+const annotationMigrationTemplate = "schemagate.io/migration-template-hash"
+
+func migrationTemplateHash(rsvc *routingv1alpha1.RoutingService) string {
+	return shortHash(rsvc.Spec.Schema.Migration.Template)
+}
+
 func migrationDeadlineSeconds(rsvc *routingv1alpha1.RoutingService) int64 {
-	if d := rsvc.Spec.Schema.Migration.ActiveDeadlineSeconds; d != nil {
-		return *d
-	}
-	return 600
+	return rsvc.Spec.Schema.Migration.ActiveDeadlineSecondsOrDefault()
 }
 
 func mergeLabels(user, ours map[string]string) map[string]string {

@@ -21,7 +21,10 @@ type Observed struct {
 	// Pods are the migration Jobs' pods (labelled with the RoutingService's name), read only to
 	// say why a migration is stuck or failed.
 	Pods []*corev1.Pod
-	Now  time.Time
+	// Conflicts are objects holding names the planner asked for that the RoutingService does not
+	// control, found by the reconciler after a create failed with AlreadyExists (S-21).
+	Conflicts []Conflict
+	Now       time.Time
 }
 
 // ActionKind names a change to the cluster.
@@ -34,6 +37,13 @@ const (
 	CreateJob        ActionKind = "CreateJob"
 	// SuspendJob sets a migration Job's spec.suspend, so the Job controller stops its pods.
 	SuspendJob ActionKind = "SuspendJob"
+	// AdoptReplicaSet adds a controller reference to an orphaned ReplicaSet (S-20).
+	AdoptReplicaSet ActionKind = "AdoptReplicaSet"
+	// MarkServed sets a ReplicaSet's schemagate.io/served-at annotation to Time: its revision
+	// alone and fully served the shard then. Rollbacks return a shard to the ReplicaSet that served
+	// it last, and the annotation keeps that fact in the cluster, so a lost status write cannot
+	// change the outcome (S-17).
+	MarkServed ActionKind = "MarkServed"
 )
 
 // Action is one intended change. The reconciler applies actions in order and stops at the first
@@ -46,6 +56,8 @@ type Action struct {
 	Replicas int32
 	// Job is the Job to create, or the observed Job to suspend.
 	Job *batchv1.Job
+	// Time is the served-at time for MarkServed.
+	Time time.Time
 	// Note says why, for logs and golden tests.
 	Note string
 }

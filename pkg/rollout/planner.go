@@ -10,6 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	routingv1alpha1 "github.com/schemagate/schemagate/api/v1alpha1"
+	"github.com/schemagate/schemagate/pkg/schemaversion"
 )
 
 // Compute decides what to do next for one RoutingService. It is pure: the same Observed gives the
@@ -28,10 +29,16 @@ import (
 func Compute(o Observed) Plan {
 	p := newPlanner(o)
 	p.gateOpen = p.schemaGate()
-	p.retryRollout()
+	paused := p.rsvc.Spec.Paused
+	if !paused {
+		p.retryRollout()
+	} else if p.retry != "" {
+		// S-16: a retry while paused is kept, unhandled, and acts once unpaused.
+		p.retryWaiting = true
+	}
 	switch {
-	case p.rsvc.Spec.Paused:
-		p.setActivity(routingv1alpha1.ReasonPaused, "spec.paused is true: nothing is scaled until it is false")
+	case paused:
+		p.setActivity(routingv1alpha1.ReasonPaused, "spec.paused is true: nothing is scaled and no migration starts until it is false")
 		p.pauseSteps()
 	case p.failed():
 		p.handleFailure()
@@ -40,14 +47,18 @@ func Compute(o Observed) Plan {
 	case p.activityReason == "":
 		p.setActivity(routingv1alpha1.ReasonWaitingForSchema, fmt.Sprintf("revision %s waits for schema %s; every shard keeps serving what it serves", p.update, p.rsvc.Spec.Schema.Version))
 	}
-	p.markStable()
-	p.cleanup()
+	if !paused {
+		p.resize()
+		p.markServed()
+		p.markStable()
+		p.cleanup()
+	}
 	p.summarize()
 	if p.retry != "" && !p.retryWaiting {
 		p.event(false, EventRetryIgnored, "retry %q: no failed migration or shard to retry; nothing changed", p.retry)
 		p.useRetry()
 	}
-	if p.promoteToken != "" {
+	if p.promoteToken != "" && !paused {
 		p.event(false, EventPromoteIgnored, "promote %q: no shard is baking; nothing changed", p.promoteToken)
 	}
 	p.plan.Status = *p.status
@@ -56,12 +67,23 @@ func Compute(o Observed) Plan {
 
 // planner holds one computation. Its fields are derived from Observed once, up front.
 type planner struct {
-	rsvc   *routingv1alpha1.RoutingService
-	now    time.Time
-	update string
-	// shards groups the ReplicaSets this RoutingService controls by shard name, oldest first.
-	shards map[string]*shardSet
-	jobs   []ownedJob
+	rsvc     *routingv1alpha1.RoutingService
+	observed Observed
+	now      time.Time
+	update   string
+	// shards groups the ReplicaSets this RoutingService controls (or adopts now) by shard name,
+	// oldest first.
+	shards    map[string]*shardSet
+	jobs      []ownedJob
+	conflicts []Conflict
+	// mismatch[shard] explains why the ReplicaSet named for the update revision in shard is not
+	// that revision: it runs another template (S-22), or its name is held by another object (S-21).
+	mismatch map[string]string
+	// mismatchReason[shard] is NameConflict or TemplateMismatch.
+	mismatchReason map[string]string
+	// stepped records the shards whose ReplicaSets a rolling step or a rollback already acted on in
+	// this reconcile; resize leaves them alone.
+	stepped map[string]bool
 
 	status *routingv1alpha1.RoutingServiceStatus
 	plan   Plan
@@ -71,7 +93,8 @@ type planner struct {
 	// retry and promote are new control annotation values to act on in this reconcile; they are
 	// set to "" once used.
 	retry, promoteToken string
-	// retryWaiting: a retry waits for the previous attempt's pods to stop; it is not yet handled.
+	// retryWaiting: a retry waits (for the previous attempt's pods to stop, or for spec.paused to
+	// be false); it is not yet handled.
 	retryWaiting                    bool
 	activityReason, activityMessage string
 	stallReason, stallMessage       string
@@ -85,15 +108,28 @@ type shardSet struct {
 func newPlanner(o Observed) *planner {
 	rsvc := o.RoutingService
 	p := &planner{
-		rsvc:   rsvc,
-		now:    o.Now.Truncate(time.Second),
-		update: Revision(&rsvc.Spec),
-		shards: map[string]*shardSet{},
-		status: rsvc.Status.DeepCopy(),
+		rsvc:           rsvc,
+		observed:       o,
+		now:            o.Now.Truncate(time.Second),
+		update:         Revision(&rsvc.Spec),
+		shards:         map[string]*shardSet{},
+		conflicts:      o.Conflicts,
+		mismatch:       map[string]string{},
+		mismatchReason: map[string]string{},
+		stepped:        map[string]bool{},
+		status:         rsvc.Status.DeepCopy(),
 	}
 	for _, rs := range o.ReplicaSets {
-		if !metav1.IsControlledBy(rs, rsvc) || rs.DeletionTimestamp != nil || rs.Labels[LabelComponent] != ComponentRouting {
+		if rs == nil || rs.DeletionTimestamp != nil || rs.Labels[LabelComponent] != ComponentRouting {
 			continue
+		}
+		if !metav1.IsControlledBy(rs, rsvc) {
+			if !p.adoptable(rs) {
+				continue
+			}
+			// S-20: taken over now, and counted as ours from this reconcile on (the adoption is the
+			// first action applied; if it fails, nothing after it is).
+			p.adopt(rs)
 		}
 		shard := rs.Labels[LabelShard]
 		set := p.shards[shard]
@@ -113,9 +149,12 @@ func newPlanner(o Observed) *planner {
 			return a.Before(&b)
 		})
 	}
+	p.matchTemplates()
 	p.jobs = ownedJobs(rsvc, o.Jobs)
 	p.pods = o.Pods
 
+	p.sanitizeStatus()
+	p.renameRevision()
 	p.status.ObservedGeneration = rsvc.Generation
 	p.status.UpdateRevision = p.update
 	if p.status.Failure != nil && p.status.Failure.Revision != p.update {
@@ -127,7 +166,10 @@ func newPlanner(o Observed) *planner {
 		// Recorded as handled only when acted on (useRetry), since a retry may have to wait.
 		p.retry = token
 	}
-	p.promoteToken = p.newControl(routingv1alpha1.AnnotationPromote, &p.status.LastHandledPromote)
+	if !rsvc.Spec.Paused {
+		// While paused a promote waits, unhandled, like a retry.
+		p.promoteToken = p.newControl(routingv1alpha1.AnnotationPromote, &p.status.LastHandledPromote)
+	}
 	for _, shard := range rsvc.Spec.Shards {
 		// Steps describe the update revision; a new one starts every shard at Pending.
 		if ss := p.shardStatus(shard.Name); ss.StepRevision != p.update {
@@ -135,6 +177,112 @@ func newPlanner(o Observed) *planner {
 		}
 	}
 	return p
+}
+
+// matchTemplates decides, in each shard, which ReplicaSet is the update revision, comparing pod
+// templates rather than trusting names, as the Deployment controller does (S-22): the ReplicaSet
+// named for the revision counts only if its template is the one schemagate would create (a hand
+// edit, or a hash collision, is reported as TemplateMismatch and never counted); when there is
+// none, a ReplicaSet of another name whose template and required schema are the update
+// revision's is that revision (ReplicaSets named by an older schemagate's hash), so an operator
+// upgrade that renames revisions re-rolls nothing.
+func (p *planner) matchTemplates() {
+	for _, shard := range p.rsvc.Spec.Shards {
+		set := p.shards[shard.Name]
+		if set == nil {
+			if holder := p.taken("ReplicaSet", ReplicaSetName(p.rsvc.Name, shard.Name, p.update)); holder != "" {
+				p.conflict(shard.Name, routingv1alpha1.ReasonNameConflict, fmt.Sprintf("ReplicaSet %s/%s", p.rsvc.Namespace, holder))
+			}
+			continue
+		}
+		want := NewReplicaSet(p.rsvc, shard, p.update, 0).Spec.Template
+		if rs := set.byRev[p.update]; rs != nil {
+			if ok, diff := TemplateMatches(want, rs.Spec.Template); !ok {
+				delete(set.byRev, p.update)
+				p.conflict(shard.Name, routingv1alpha1.ReasonTemplateMismatch, fmt.Sprintf("ReplicaSet %s is labelled revision %s but runs another pod template (%s); it is not counted as the revision: delete it and schemagate creates it again",
+					rs.Name, p.update, diff))
+			}
+			continue
+		}
+		if holder := p.taken("ReplicaSet", ReplicaSetName(p.rsvc.Name, shard.Name, p.update)); holder != "" {
+			p.conflict(shard.Name, routingv1alpha1.ReasonNameConflict, fmt.Sprintf("ReplicaSet %s/%s", p.rsvc.Namespace, holder))
+			continue
+		}
+		for i := len(set.all) - 1; i >= 0; i-- {
+			rs := set.all[i]
+			if !schemaversion.Equal(RequiredSchema(rs), p.rsvc.Spec.Schema.Version) {
+				continue
+			}
+			if ok, _ := TemplateMatches(want, rs.Spec.Template); ok {
+				set.byRev[p.update] = rs
+				break
+			}
+		}
+	}
+}
+
+// conflict records that shard's update-revision ReplicaSet cannot be used, and why.
+func (p *planner) conflict(shard, reason, message string) {
+	p.mismatch[shard], p.mismatchReason[shard] = message, reason
+}
+
+// renameRevision carries the status over when the update revision is the same ReplicaSets under a
+// new name (an upgrade of schemagate changed how revisions are named): every shard's ReplicaSet
+// for the old name is the one for the new name, so nothing re-rolls and no condition flips.
+func (p *planner) renameRevision() {
+	old := p.status.UpdateRevision
+	if old == "" || old == p.update {
+		return
+	}
+	same := false
+	for _, shard := range p.rsvc.Spec.Shards {
+		set := p.set(shard.Name)
+		a, b := set.byRev[old], set.byRev[p.update]
+		if a != b {
+			return
+		}
+		same = same || a != nil
+	}
+	if !same {
+		return
+	}
+	for i := range p.status.Shards {
+		if ss := &p.status.Shards[i]; ss.StepRevision == old {
+			ss.StepRevision = p.update
+		}
+	}
+	if p.status.StableRevision == old {
+		p.status.StableRevision = p.update
+	}
+	if f := p.status.Failure; f != nil && f.Revision == old {
+		f.Revision = p.update
+	}
+}
+
+// sanitizeStatus makes the stored status safe to compute from: status is untrusted input (a
+// restored backup, a kubectl edit, another version of schemagate), so unknown steps become
+// Pending, a step that needs a start time and has none starts again now, and a start time in the
+// future is taken as now (S-19). Nothing here can open the gate: the gate reads only Jobs.
+func (p *planner) sanitizeStatus() {
+	for i := range p.status.Shards {
+		ss := &p.status.Shards[i]
+		switch ss.Step {
+		case routingv1alpha1.ShardStepPending, routingv1alpha1.ShardStepPromoted, routingv1alpha1.ShardStepFailed,
+			routingv1alpha1.ShardStepRolledBack:
+		case routingv1alpha1.ShardStepProgressing, routingv1alpha1.ShardStepBaking, routingv1alpha1.ShardStepRollingBack:
+			if ss.StepStartTime == nil {
+				ss.Step = routingv1alpha1.ShardStepPending
+			}
+		default:
+			ss.Step, ss.StepStartTime = routingv1alpha1.ShardStepPending, nil
+		}
+		if ss.StepStartTime != nil && ss.StepStartTime.Time.After(p.now) {
+			ss.StepStartTime = &metav1.Time{Time: p.now}
+		}
+	}
+	if f := p.status.Failure; f != nil && (f.Reason == "" || f.Revision == "") {
+		p.status.Failure = nil
+	}
 }
 
 // newControl returns the value of a control annotation if it is new, recording it as handled.
@@ -147,12 +295,12 @@ func (p *planner) newControl(annotation string, handled *string) string {
 	return token
 }
 
-// pauseSteps returns a shard that was progressing to Pending, so that when the rollout resumes
-// its step starts again with a fresh progress deadline (time paused does not count against it,
-// as for a paused Deployment).
+// pauseSteps returns a shard that was progressing or baking to Pending, so that when the rollout
+// resumes its step starts again with a fresh progress deadline, and its bake with a full
+// bakeSeconds: time paused counts against neither (as for a paused Deployment's deadline).
 func (p *planner) pauseSteps() {
 	for i := range p.status.Shards {
-		if ss := &p.status.Shards[i]; ss.StepRevision == p.update && ss.Step == routingv1alpha1.ShardStepProgressing {
+		if ss := &p.status.Shards[i]; ss.StepRevision == p.update && (ss.Step == routingv1alpha1.ShardStepProgressing || ss.Step == routingv1alpha1.ShardStepBaking) {
 			ss.Step, ss.StepStartTime = routingv1alpha1.ShardStepPending, nil
 		}
 	}
@@ -285,21 +433,32 @@ func counts(rs *appsv1.ReplicaSet) Counts {
 	return Counts{Spec: spec, Available: min(rs.Status.AvailableReplicas, spec)}
 }
 
-// complete reports whether revision alone serves the shard: its ReplicaSet asks for replicas and
-// has them all available (as of its current generation), and every other ReplicaSet of the shard
-// is scaled to 0 with no pods left.
+// complete reports whether revision alone serves the shard (see completeRS); with no ReplicaSet
+// for revision, only a shard of 0 replicas is complete.
 func (s *shardSet) complete(revision string, replicas int32) bool {
+	target := s.byRev[revision]
+	if target == nil {
+		for _, rs := range s.all {
+			if replicasOf(rs) != 0 || rs.Status.Replicas != 0 {
+				return false
+			}
+		}
+		return replicas == 0
+	}
+	return s.completeRS(target, replicas)
+}
+
+// completeRS reports whether target alone serves the shard: it asks for replicas and has them all
+// available (as of its current generation), and every other ReplicaSet of the shard is scaled to 0
+// with no pods left.
+func (s *shardSet) completeRS(target *appsv1.ReplicaSet, replicas int32) bool {
 	for _, rs := range s.all {
-		if rs.Labels[LabelRevision] == revision {
+		if rs == target {
 			continue
 		}
 		if replicasOf(rs) != 0 || rs.Status.Replicas != 0 {
 			return false
 		}
-	}
-	target := s.byRev[revision]
-	if target == nil {
-		return replicas == 0
 	}
 	return replicasOf(target) == replicas &&
 		target.Status.ObservedGeneration >= target.Generation &&
@@ -308,31 +467,61 @@ func (s *shardSet) complete(revision string, replicas int32) bool {
 }
 
 // rollTowards plans one rolling step of shard towards revision within budget: create revision's
-// ReplicaSet if missing, scale it up, and scale the shard's other ReplicaSets down (Step).
+// ReplicaSet if missing, else step towards it (rollTowardsRS).
 func (p *planner) rollTowards(shard routingv1alpha1.ShardSpec, revision string, b Budget, why string) {
+	target := p.set(shard.Name).byRev[revision]
+	if target != nil {
+		p.rollTowardsRS(shard, target, b, why)
+		return
+	}
+	p.stepped[shard.Name] = true
+	var others []Counts
+	for _, rs := range p.set(shard.Name).all {
+		others = append(others, counts(rs))
+	}
+	newTarget, _ := Step(b, Counts{}, others)
+	p.act(Action{Kind: CreateReplicaSet, ReplicaSet: NewReplicaSet(p.rsvc, shard, revision, newTarget),
+		Note: fmt.Sprintf("%s: shard %s gets revision %s", why, shard.Name, revision)})
+}
+
+// rollTowardsRS plans one rolling step of shard towards the ReplicaSet target within budget:
+// scale it up and the shard's other ReplicaSets down (Step). target is scaled up only if the
+// schema its revision requires is confirmed (I1).
+func (p *planner) rollTowardsRS(shard routingv1alpha1.ShardSpec, target *appsv1.ReplicaSet, b Budget, why string) {
+	p.stepped[shard.Name] = true
 	set := p.set(shard.Name)
-	target := set.byRev[revision]
 	var others []*appsv1.ReplicaSet
 	var otherCounts []Counts
 	for _, rs := range set.all {
 		if rs != target {
 			others = append(others, rs)
-			otherCounts = append(otherCounts, counts(rs))
+			otherCounts = append(otherCounts, p.provenCounts(rs))
 		}
 	}
 	newTarget, newOthers := Step(b, counts(target), otherCounts)
-	switch {
-	case target == nil:
-		p.act(Action{Kind: CreateReplicaSet, ReplicaSet: NewReplicaSet(p.rsvc, shard, revision, newTarget),
-			Note: fmt.Sprintf("%s: shard %s gets revision %s", why, shard.Name, revision)})
-	case newTarget != replicasOf(target):
+	revision := target.Labels[LabelRevision]
+	if newTarget != replicasOf(target) && (newTarget < replicasOf(target) || p.mayRun(target)) {
 		p.act(Action{Kind: ScaleReplicaSet, ReplicaSet: target, Replicas: newTarget,
 			Note: fmt.Sprintf("%s: revision %s in shard %s (replicas %d, surge %d)", why, revision, shard.Name, b.Replicas, b.Surge)})
 	}
 	for i, rs := range others {
-		if newOthers[i] != replicasOf(rs) {
+		if newOthers[i] != replicasOf(rs) && (newOthers[i] < replicasOf(rs) || p.mayRun(rs)) {
+			verb := "scale down"
+			if newOthers[i] > replicasOf(rs) {
+				verb = "grow the serving set:"
+			}
 			p.act(Action{Kind: ScaleReplicaSet, ReplicaSet: rs, Replicas: newOthers[i],
-				Note: fmt.Sprintf("%s: scale down revision %s in shard %s, keeping %d available", why, rs.Labels[LabelRevision], shard.Name, b.MinAvailable())})
+				Note: fmt.Sprintf("%s: %s revision %s in shard %s, keeping %d available", why, verb, rs.Labels[LabelRevision], shard.Name, b.MinAvailable())})
 		}
 	}
+}
+
+// provenCounts are rs's counts for Step, with its available pods hidden when its schema is not
+// confirmed, so that Step never grows it as the serving set (I1).
+func (p *planner) provenCounts(rs *appsv1.ReplicaSet) Counts {
+	c := counts(rs)
+	if !p.mayRun(rs) {
+		c.Available = 0
+	}
+	return c
 }

@@ -23,8 +23,8 @@ import (
 // skips the bake: it is the last-known-good.
 func (p *planner) promote() {
 	strategy := p.rsvc.Spec.Strategy
-	bake := time.Duration(strategy.BakeSeconds) * time.Second
-	deadline := time.Duration(strategy.ProgressDeadlineSeconds) * time.Second
+	bake := strategy.Bake()
+	deadline := strategy.ProgressDeadline()
 	if deadline <= 0 {
 		deadline = 600 * time.Second
 	}
@@ -32,6 +32,19 @@ func (p *planner) promote() {
 		ss := p.shardStatus(shard.Name)
 		set := p.set(shard.Name)
 		b := p.budget(shard)
+		if msg := p.mismatch[shard.Name]; msg != "" {
+			// S-21, S-22: the shard cannot get the revision's ReplicaSet; nothing in it or after it
+			// changes until a person frees the name. A Promoted step stays Promoted in status but
+			// Ready is False while this lasts.
+			reason := p.mismatchReason[shard.Name]
+			msg = fmt.Sprintf("shard %s: %s", shard.Name, msg)
+			if old := p.oldCondition(routingv1alpha1.ConditionStalled); old == nil || old.Reason != reason || old.Message != msg {
+				p.event(true, reason, "%s", msg)
+			}
+			p.stall(reason, msg)
+			p.requeueAt(p.now.Add(conflictRecheck))
+			return
+		}
 		complete := set.complete(p.update, shard.Replicas)
 
 		switch ss.Step {
@@ -77,7 +90,7 @@ func (p *planner) promote() {
 				continue
 			}
 			p.stepTo(ss, routingv1alpha1.ShardStepBaking)
-			p.event(false, EventShardBaking, "shard %s is fully on revision %s; baking for %ds", shard.Name, p.update, strategy.BakeSeconds)
+			p.event(false, EventShardBaking, "shard %s is fully on revision %s; baking for %ds", shard.Name, p.update, strategy.BakeSecondsOrDefault())
 			p.measure(PhaseShardProgress, shard.Name, progressed)
 			p.setActivity(routingv1alpha1.ReasonShardBaking, fmt.Sprintf("shard %s is fully on revision %s and bakes until %s", shard.Name, p.update, p.now.Add(bake).UTC().Format(time.RFC3339)))
 			p.requeueAt(p.now.Add(bake))
@@ -113,8 +126,8 @@ func (p *planner) fail(ss *routingv1alpha1.ShardStatus) {
 		Shard:    ss.Name,
 		Time:     metav1.Time{Time: p.now},
 		Message: fmt.Sprintf("shard %s did not become fully available on revision %s within progressDeadlineSeconds (%ds)",
-			ss.Name, p.update, p.rsvc.Spec.Strategy.ProgressDeadlineSeconds),
+			ss.Name, p.update, p.rsvc.Spec.Strategy.ProgressDeadlineSecondsOrDefault()),
 	}
-	p.event(true, EventProgressDeadline, "%s; failurePolicy %s applies", p.status.Failure.Message, p.rsvc.Spec.Strategy.FailurePolicy)
+	p.event(true, EventProgressDeadline, "%s; failurePolicy %s applies", p.status.Failure.Message, p.rsvc.Spec.Strategy.FailurePolicyOrDefault())
 	p.handleFailure()
 }

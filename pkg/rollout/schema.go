@@ -9,6 +9,7 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 
 	routingv1alpha1 "github.com/schemagate/schemagate/api/v1alpha1"
 	"github.com/schemagate/schemagate/pkg/schemaversion"
@@ -18,6 +19,10 @@ import (
 // to fail a migration Job by itself before it declares the deadline exceeded on its own (S-04:
 // a pod that never starts must still end in bounded time).
 const migrationGrace = 10 * time.Second
+
+// conflictRecheck is how often a name held by another object is looked at again: such an object
+// may carry none of schemagate's labels, so no watch event says when it is gone.
+const conflictRecheck = 15 * time.Second
 
 // ownedJob is a migration Job that counts as evidence: controlled by this RoutingService and named
 // exactly as MigrationJobName(version, attempt) from its own labels, so neither a Job of another
@@ -54,9 +59,24 @@ func jobCondition(j *batchv1.Job, t batchv1.JobConditionType) *batchv1.JobCondit
 	return nil
 }
 
-// schemaGate computes status.schema and the SchemaReady condition, creates the migration Job when
-// the required version is not confirmed and no Job for it exists, and reports whether the gate is
-// open: whether pods of the update revision may run.
+// schemaGate computes status.schema and the SchemaReady condition, starts the migration Job when
+// the required version is not confirmed, and reports whether the gate is open: whether pods of the
+// update revision may run. Versions are compared as versions everywhere ("2" and "2.0" are one
+// version, one Job name). The rules, in order:
+//
+//   - open: a migration Job this RoutingService controls succeeded for a version >= required;
+//   - another migration Job of this RoutingService (another version's) is still running or
+//     terminating: wait for it (WaitingForMigration); two migrations never run at once (S-15); one
+//     past its own deadline is suspended, so the wait is bounded;
+//   - no Job for the required version: start attempt 1;
+//   - the latest attempt runs: Migrating;
+//   - the latest attempt failed or ran past its deadline: Stalled, unless a retry annotation is new
+//     or spec.schema.migration.template changed since that attempt (a fix applied through Git),
+//     which start attempt n+1 once the previous attempt's pods are gone.
+//
+// While spec.paused is true nothing is created or suspended; a new retry waits, unhandled, until
+// the RoutingService is unpaused (S-16). A Job name held by an object this RoutingService does not
+// control stalls with NameConflict, never a create loop (S-21).
 func (p *planner) schemaGate() bool {
 	required := p.rsvc.Spec.Schema.Version
 	st := &p.status.Schema
@@ -70,7 +90,7 @@ func (p *planner) schemaGate() bool {
 		if jobCondition(oj.job, batchv1.JobComplete) != nil && !schemaversion.AtLeast(confirmed, oj.version) {
 			confirmed, confirmedBy = oj.version, oj.job.Name
 		}
-		if oj.version == required {
+		if schemaversion.Equal(oj.version, required) {
 			latest = oj
 		}
 	}
@@ -96,61 +116,166 @@ func (p *planner) schemaGate() bool {
 		return true
 	}
 
-	deadline := time.Duration(migrationDeadlineSeconds(p.rsvc)) * time.Second
-	switch {
-	case latest == nil && p.rsvc.Spec.Paused:
+	paused := p.rsvc.Spec.Paused
+	ended := latest != nil && p.ended(latest)
+	switch other := p.otherLiveMigration(required); {
+	case other != nil && (latest == nil || ended || !live(latest.job)):
+		p.waitForMigration(other, required, confirmed)
+	case latest == nil && paused:
 		st.MigrationJob, st.Attempt, st.StartTime, st.CompletionTime = "", 0, nil, nil
 		p.schemaCondition(metav1.ConditionFalse, routingv1alpha1.ReasonMigrationPending,
 			fmt.Sprintf("schema %s is required and %s is confirmed; the migration starts when spec.paused is false", required, orNone(confirmed)))
 	case latest == nil:
-		job := NewMigrationJob(p.rsvc, required, 1)
-		p.act(Action{Kind: CreateJob, Job: job, Note: fmt.Sprintf("schema %s required, %s confirmed", required, orNone(confirmed))})
-		p.event(false, EventMigrationStarted, "started migration Job %s to bring the schema from %s to %s", job.Name, orNone(confirmed), required)
-		st.MigrationJob, st.Attempt = job.Name, 1
-		st.StartTime, st.CompletionTime = &metav1.Time{Time: p.now}, nil
-		p.schemaCondition(metav1.ConditionFalse, routingv1alpha1.ReasonMigrating, p.migratingMessage(job.Name, 1, ""))
-		p.requeueAt(p.now.Add(deadline + migrationGrace))
-	case p.retry != "" && jobCondition(latest.job, batchv1.JobFailed) == nil && p.pastDeadline(latest) && !stopped(latest.job):
-		// A retry of a migration that ran past schemagate's deadline without failing: its pods may
-		// still run, and two migrations must never run at once. Suspend the Job (the Job
-		// controller stops its pods; the Job stays for its logs) and start attempt n+1 once no pod
-		// is left; the retry waits until then.
-		if latest.job.Spec.Suspend == nil || !*latest.job.Spec.Suspend {
-			p.act(Action{Kind: SuspendJob, Job: latest.job, Note: fmt.Sprintf("retry %q: stop %s's pods before attempt %d", p.retry, latest.job.Name, latest.attempt+1)})
-			p.event(false, EventMigrationSuspended, "retry %q: suspending migration Job %s so that its pods stop before attempt %d starts", p.retry, latest.job.Name, latest.attempt+1)
-		}
-		p.retryWaiting = true
-		p.schemaCondition(metav1.ConditionFalse, routingv1alpha1.ReasonMigrating,
-			fmt.Sprintf("retry: waiting for the pods of migration Job %s to stop before attempt %d starts", latest.job.Name, latest.attempt+1))
-		p.requeueAt(p.now.Add(5 * time.Second))
-	case p.retry != "" && (jobCondition(latest.job, batchv1.JobFailed) != nil || p.pastDeadline(latest)):
-		// S-05: a retry is a new Job, attempt n+1, with its own deterministic name; the failed Job
-		// stays for its logs.
-		job := NewMigrationJob(p.rsvc, required, latest.attempt+1)
-		p.act(Action{Kind: CreateJob, Job: job, Note: fmt.Sprintf("retry %q of schema %s after %s", p.retry, required, latest.job.Name)})
-		p.event(false, EventMigrationRetried, "retry %q: migration Job %s replaces failed %s (kept for its logs)", p.retry, job.Name, latest.job.Name)
-		p.useRetry()
-		st.MigrationJob, st.Attempt = job.Name, latest.attempt+1
-		st.StartTime, st.CompletionTime = &metav1.Time{Time: p.now}, nil
-		p.schemaCondition(metav1.ConditionFalse, routingv1alpha1.ReasonMigrating, p.migratingMessage(job.Name, latest.attempt+1, ""))
-		p.requeueAt(p.now.Add(deadline + migrationGrace))
-	case jobCondition(latest.job, batchv1.JobFailed) != nil:
-		c := jobCondition(latest.job, batchv1.JobFailed)
-		msg := fmt.Sprintf("migration Job %s to schema %s failed (%s: %s)%s; it is kept for its logs and not retried automatically (annotate %s to retry); revision %s does not start",
-			latest.job.Name, required, c.Reason, c.Message, p.podCause(latest), routingv1alpha1.AnnotationRetry, p.update)
-		p.failSchema(routingv1alpha1.ReasonMigrationFailed, msg)
-	case p.pastDeadline(latest):
-		msg := fmt.Sprintf("migration Job %s to schema %s did not finish within activeDeadlineSeconds (%ds)%s; annotate %s to retry; revision %s does not start",
-			latest.job.Name, required, int64(jobDeadline(latest.job)/time.Second), p.podCause(latest), routingv1alpha1.AnnotationRetry, p.update)
-		p.failSchema(routingv1alpha1.ReasonMigrationDeadline, msg)
-	default:
+		p.startMigration(1, fmt.Sprintf("schema %s required, %s confirmed", required, orNone(confirmed)),
+			func(name string) {
+				p.event(false, EventMigrationStarted, "started migration Job %s to bring the schema from %s to %s", name, orNone(confirmed), required)
+			})
+	case !ended:
 		p.schemaCondition(metav1.ConditionFalse, routingv1alpha1.ReasonMigrating, p.migratingMessage(latest.job.Name, latest.attempt, p.podCause(latest)))
 		p.requeueAt(latest.job.CreationTimestamp.Add(jobDeadline(latest.job) + migrationGrace))
+	default:
+		p.afterFailedAttempt(latest, paused)
 	}
 	if p.stallReason == "" {
 		p.setActivity(routingv1alpha1.ReasonMigrating, p.conditionMessage(routingv1alpha1.ConditionSchemaReady))
 	}
 	return false
+}
+
+// afterFailedAttempt handles the latest attempt for the required version once it failed or ran
+// past schemagate's deadline: Stalled, or attempt n+1 when a new retry annotation or a changed
+// migration template asks for it.
+func (p *planner) afterFailedAttempt(latest *ownedJob, paused bool) {
+	required := p.rsvc.Spec.Schema.Version
+	reason, msg := p.attemptFailure(latest)
+	why := ""
+	switch {
+	case p.retry != "":
+		why = fmt.Sprintf("retry %q", p.retry)
+	case p.migrationChanged(latest):
+		why = "spec.schema.migration.template changed"
+	default:
+		p.failSchema(reason, msg)
+		return
+	}
+	next := latest.attempt + 1
+	switch {
+	case paused:
+		// S-16: paused means paused; the retry is kept (not recorded as handled) and acts once
+		// the RoutingService is unpaused.
+		p.retryWaiting = true
+		p.failSchema(reason, fmt.Sprintf("%s; %s starts attempt %d when spec.paused is false", msg, why, next))
+	case !stopped(latest.job):
+		// Its pods may still run, and two migrations never run at once: stop them first (the Job
+		// controller deletes a suspended Job's pods; the Job stays for its logs).
+		if jobCondition(latest.job, batchv1.JobFailed) == nil && !ptr.Deref(latest.job.Spec.Suspend, false) {
+			p.act(Action{Kind: SuspendJob, Job: latest.job, Note: fmt.Sprintf("%s: stop %s's pods before attempt %d", why, latest.job.Name, next)})
+			p.event(false, EventMigrationSuspended, "%s: suspending migration Job %s so that its pods stop before attempt %d starts", why, latest.job.Name, next)
+		}
+		p.retryWaiting = true
+		p.schemaCondition(metav1.ConditionFalse, routingv1alpha1.ReasonMigrating,
+			fmt.Sprintf("%s: waiting for the pods of migration Job %s to stop before attempt %d starts", why, latest.job.Name, next))
+		p.requeueAt(p.now.Add(5 * time.Second))
+	default:
+		// S-05: attempt n+1 has its own deterministic name; the failed Job stays for its logs.
+		retry := p.retry
+		p.startMigration(next, fmt.Sprintf("%s of schema %s after %s", why, required, latest.job.Name), func(name string) {
+			p.event(false, EventMigrationRetried, "%s: migration Job %s replaces %s (kept for its logs)", why, name, latest.job.Name)
+			if retry != "" {
+				p.useRetry()
+			}
+		})
+	}
+}
+
+// attemptFailure is the reason and message of an attempt that failed or ran past its deadline.
+func (p *planner) attemptFailure(oj *ownedJob) (string, string) {
+	required := p.rsvc.Spec.Schema.Version
+	if c := jobCondition(oj.job, batchv1.JobFailed); c != nil {
+		return routingv1alpha1.ReasonMigrationFailed, fmt.Sprintf("migration Job %s to schema %s failed (%s: %s)%s; it is kept for its logs and not retried automatically (annotate %s to retry, or change spec.schema.migration.template); revision %s does not start",
+			oj.job.Name, required, c.Reason, c.Message, p.podCause(oj), routingv1alpha1.AnnotationRetry, p.update)
+	}
+	return routingv1alpha1.ReasonMigrationDeadline, fmt.Sprintf("migration Job %s to schema %s did not finish within activeDeadlineSeconds (%ds)%s; annotate %s to retry; revision %s does not start",
+		oj.job.Name, required, int64(jobDeadline(oj.job)/time.Second), p.podCause(oj), routingv1alpha1.AnnotationRetry, p.update)
+}
+
+// startMigration creates attempt of the required version's migration Job, unless the RoutingService
+// is paused (nothing is created) or the name is held by an object it does not control (S-21).
+// started records the transition's Event and is called only when the Job is created.
+func (p *planner) startMigration(attempt int32, note string, started func(name string)) {
+	st := &p.status.Schema
+	required := p.rsvc.Spec.Schema.Version
+	job := NewMigrationJob(p.rsvc, schemaversion.Canonical(required), attempt)
+	if holder := p.taken("Job", job.Name); holder != "" {
+		p.failSchema(routingv1alpha1.ReasonNameConflict, fmt.Sprintf(
+			"migration Job %s/%s cannot be created: %s; schemagate never takes it as evidence; delete or rename it and the migration to schema %s starts",
+			p.rsvc.Namespace, job.Name, holder, required))
+		p.requeueAt(p.now.Add(conflictRecheck))
+		return
+	}
+	p.act(Action{Kind: CreateJob, Job: job, Note: note})
+	started(job.Name)
+	st.MigrationJob, st.Attempt = job.Name, attempt
+	st.StartTime, st.CompletionTime = &metav1.Time{Time: p.now}, nil
+	p.schemaCondition(metav1.ConditionFalse, routingv1alpha1.ReasonMigrating, p.migratingMessage(job.Name, attempt, ""))
+	p.requeueAt(p.now.Add(time.Duration(migrationDeadlineSeconds(p.rsvc))*time.Second + migrationGrace))
+}
+
+// waitForMigration reports that the required version waits for other, a running migration Job of
+// another version. Once other is past its own deadline it is suspended (superseded), so the wait
+// ends in bounded time (I3); while paused nothing is suspended.
+func (p *planner) waitForMigration(other *ownedJob, required, confirmed string) {
+	st := &p.status.Schema
+	if !schemaversion.Equal(st.RequiredVersion, other.version) && st.MigrationJob == other.job.Name {
+		st.MigrationJob, st.Attempt, st.StartTime, st.CompletionTime = "", 0, nil, nil
+	}
+	msg := fmt.Sprintf("schema %s is required and %s is confirmed; migration Job %s (schema %s) is still running, and two migrations never run at once: the migration to %s starts when it ends",
+		required, orNone(confirmed), other.job.Name, other.version, required)
+	switch {
+	case p.pastDeadline(other) && !p.rsvc.Spec.Paused && jobCondition(other.job, batchv1.JobFailed) == nil && !ptr.Deref(other.job.Spec.Suspend, false):
+		p.act(Action{Kind: SuspendJob, Job: other.job, Note: fmt.Sprintf("superseded by schema %s and past its deadline", required)})
+		p.event(false, EventMigrationSuperseded, "migration Job %s (schema %s) ran past its deadline and is suspended so that schema %s's migration can start", other.job.Name, other.version, required)
+		p.requeueAt(p.now.Add(5 * time.Second))
+	case p.pastDeadline(other):
+		p.requeueAt(p.now.Add(5 * time.Second))
+	default:
+		p.requeueAt(other.job.CreationTimestamp.Add(jobDeadline(other.job) + migrationGrace))
+	}
+	p.schemaCondition(metav1.ConditionFalse, routingv1alpha1.ReasonWaitingForMigration, msg)
+}
+
+// otherLiveMigration returns a migration Job of another version than required that may still be
+// migrating (see live), if any.
+func (p *planner) otherLiveMigration(required string) *ownedJob {
+	for i := range p.jobs {
+		if oj := &p.jobs[i]; !schemaversion.Equal(oj.version, required) && live(oj.job) {
+			return oj
+		}
+	}
+	return nil
+}
+
+// live reports whether a migration Job may still be changing the database: it has not finished
+// (or was not suspended) and still has, or may still start, pods; or it has pods that are active or
+// terminating whatever its conditions say.
+func live(j *batchv1.Job) bool {
+	if !stopped(j) {
+		return true
+	}
+	finished := jobCondition(j, batchv1.JobComplete) != nil || jobCondition(j, batchv1.JobFailed) != nil
+	return !finished && !ptr.Deref(j.Spec.Suspend, false)
+}
+
+// ended reports whether an attempt is over without success: failed, or past schemagate's deadline.
+func (p *planner) ended(oj *ownedJob) bool {
+	return jobCondition(oj.job, batchv1.JobFailed) != nil || p.pastDeadline(oj)
+}
+
+// migrationChanged reports whether spec.schema.migration.template differs from the one attempt oj
+// was created from (its annotation). A Job without the annotation counts as unchanged.
+func (p *planner) migrationChanged(oj *ownedJob) bool {
+	recorded := oj.job.Annotations[annotationMigrationTemplate]
+	return recorded != "" && recorded != migrationTemplateHash(p.rsvc)
 }
 
 func (p *planner) failSchema(reason, msg string) {

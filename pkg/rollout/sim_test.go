@@ -36,8 +36,8 @@ func fixture() *routingv1alpha1.RoutingService {
 				ActiveDeadlineSeconds: ptr.To(int64(120)),
 			}},
 			Shards: []routingv1alpha1.ShardSpec{shard("us-east"), shard("eu-west"), shard("ap-south")},
-			Strategy: routingv1alpha1.RolloutStrategy{BakeSeconds: 10, ProgressDeadlineSeconds: 60,
-				FailurePolicy: routingv1alpha1.FailurePolicyRollback, RevisionHistoryLimit: 2},
+			Strategy: routingv1alpha1.RolloutStrategy{BakeSeconds: ptr.To(int32(10)), ProgressDeadlineSeconds: ptr.To(int32(60)),
+				FailurePolicy: routingv1alpha1.FailurePolicyRollback, RevisionHistoryLimit: ptr.To(int32(2))},
 		},
 	}
 }
@@ -99,6 +99,10 @@ func (w *world) reconcile() Plan {
 			w.jobs[j.Name] = j
 		case SuspendJob:
 			w.jobs[a.Job.Name].Spec.Suspend = ptr.To(true)
+		case AdoptReplicaSet:
+			w.rss[a.ReplicaSet.Name].OwnerReferences = append(w.rss[a.ReplicaSet.Name].OwnerReferences, ControllerRef(w.rsvc))
+		case MarkServed:
+			SetServedAt(w.rss[a.ReplicaSet.Name], a.Time)
 		}
 	}
 	for _, e := range plan.Events {

@@ -78,3 +78,30 @@ func compareSegment(a, b string) int {
 	}
 	return strings.Compare(a, b)
 }
+
+// Canonical returns the shortest spelling of v: leading zeros of each segment and trailing ".0"
+// segments removed, so every spelling of one version ("2", "2.0", "02.00") has one canonical form
+// ("2"). Migration Job names and labels use it, so "2" and "2.0" are one Job (scenario S-15). An
+// invalid v is returned unchanged.
+func Canonical(v string) string {
+	if !Valid(v) {
+		return v
+	}
+	segs := strings.Split(v, ".")
+	for i, s := range segs {
+		if s = strings.TrimLeft(s, "0"); s == "" {
+			s = "0"
+		}
+		segs[i] = s
+	}
+	for len(segs) > 1 && segs[len(segs)-1] == "0" {
+		segs = segs[:len(segs)-1]
+	}
+	return strings.Join(segs, ".")
+}
+
+// Equal reports whether a and b are valid spellings of one version.
+func Equal(a, b string) bool {
+	c, err := Compare(a, b)
+	return err == nil && a != "" && b != "" && c == 0
+}

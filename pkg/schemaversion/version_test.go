@@ -48,3 +48,32 @@ func TestAtLeast(t *testing.T) {
 		t.Fatal("AtLeast disagrees with Compare")
 	}
 }
+
+func TestCanonical(t *testing.T) {
+	for in, want := range map[string]string{
+		"2": "2", "2.0": "2", "02.00": "2", "0": "0", "0.0": "0", "1.0.0": "1",
+		"2026.09.30": "2026.9.30", "1.0.1": "1.0.1", "v2": "v2", "": "",
+	} {
+		if got := Canonical(in); got != want {
+			t.Errorf("Canonical(%q) = %q, want %q", in, got, want)
+		}
+		if Valid(in) && !Equal(in, Canonical(in)) {
+			t.Errorf("Canonical(%q) = %q is another version", in, Canonical(in))
+		}
+	}
+	if Equal("", "") || Equal("x", "x") || !Equal("2", "2.0") || Equal("2", "2.1") {
+		t.Fatal("Equal disagrees with Compare")
+	}
+}
+
+func FuzzCanonical(f *testing.F) {
+	for _, s := range []string{"2.0", "007", "1.2.3", "", "1..", "0.0.0"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, v string) {
+		c := Canonical(v)
+		if Valid(v) && (!Valid(c) || !Equal(v, c) || Canonical(c) != c) {
+			t.Fatalf("Canonical(%q) = %q", v, c)
+		}
+	})
+}

@@ -1,0 +1,118 @@
+package rollout
+
+import (
+	"fmt"
+
+	appsv1 "k8s.io/api/apps/v1"
+)
+
+// resize applies spec.shards[].replicas at once to every shard that no rolling step or rollback
+// acted on in this reconcile: while the migration runs or has failed, while stalled, in a shard the
+// rollout has not reached, and in a promoted shard (scenario S-18; paused excepted: Compute does
+// not call it then). A shard served by one ReplicaSet is scaled to replicas. A shard with several
+// live ReplicaSets (halted mid-step, or left mixed by a superseded revision) is resized without
+// rolling (Resize). Available=False therefore always reports a shortage schemagate is acting on.
+func (p *planner) resize() {
+	for _, shard := range p.rsvc.Spec.Shards {
+		if p.stepped[shard.Name] || p.mismatch[shard.Name] != "" {
+			continue
+		}
+		var live []*appsv1.ReplicaSet
+		var cs []Counts
+		for _, rs := range p.set(shard.Name).all {
+			if replicasOf(rs) > 0 {
+				live = append(live, rs)
+				cs = append(cs, p.provenCounts(rs))
+			}
+		}
+		if len(live) == 0 {
+			continue
+		}
+		out := Resize(p.budget(shard), cs)
+		changed := false
+		for i, rs := range live {
+			if out[i] == replicasOf(rs) || (out[i] > replicasOf(rs) && !p.mayRun(rs)) {
+				continue
+			}
+			changed = true
+			p.act(Action{Kind: ScaleReplicaSet, ReplicaSet: rs, Replicas: out[i],
+				Note: fmt.Sprintf("shard %s asks for %d replicas: revision %s", shard.Name, shard.Replicas, rs.Labels[LabelRevision])})
+		}
+		if changed && p.storedReplicas(shard.Name) != shard.Replicas {
+			p.event(false, EventShardResized, "shard %s: replicas %d → %d, applied to the revisions serving it", shard.Name, p.storedReplicas(shard.Name), shard.Replicas)
+		}
+	}
+}
+
+// storedReplicas is the shard's replicas as the stored status last reported them (-1 if none).
+func (p *planner) storedReplicas(shard string) int32 {
+	for _, ss := range p.rsvc.Status.Shards {
+		if ss.Name == shard {
+			return ss.Replicas
+		}
+	}
+	return -1
+}
+
+// Resize computes new spec.replicas for the live ReplicaSets of a shard that is not stepping, in
+// the order given. One ReplicaSet: replicas. Several: below replicas, the serving set (the one
+// with the most available pods) grows by the difference; above replicas+surge, pods go in this
+// order: unavailable pods of the non-serving ReplicaSets (newest first), the serving set's
+// unavailable pods, then the non-serving ones' available pods while at least MinAvailable stay.
+//
+// Example, replicas 3→8, surge 2, v1 3/3 (serving) and v2 1/0 (never ready): v1 → 8, v2 stays 1.
+// Then 8→3, surge 1: v2's unready pod goes first (→0), then v1 8→4 (= replicas+surge).
+func Resize(b Budget, live []Counts) []int32 {
+	out := make([]int32, len(live))
+	total, available := int32(0), int32(0)
+	serving := -1
+	for i, c := range live {
+		out[i] = c.Spec
+		total += c.Spec
+		available += c.Available
+		if c.Available > 0 && (serving < 0 || c.Available >= live[serving].Available) {
+			serving = i
+		}
+	}
+	if len(live) == 1 {
+		out[0] = b.Replicas
+		return out
+	}
+	if total < b.Replicas {
+		if serving >= 0 {
+			out[serving] += b.Replicas - total
+		}
+		return out
+	}
+	excess := total - (b.Replicas + b.Surge)
+	take := func(i int, n int32) {
+		d := min(excess, n)
+		if d > 0 {
+			out[i] -= d
+			excess -= d
+		}
+	}
+	for i := len(live) - 1; i >= 0 && excess > 0; i-- {
+		if i != serving {
+			take(i, max(0, live[i].Spec-live[i].Available))
+		}
+	}
+	if serving >= 0 && excess > 0 {
+		take(serving, max(0, live[serving].Spec-live[serving].Available))
+	}
+	spare := available - b.MinAvailable()
+	for i := 0; i < len(live) && excess > 0 && spare > 0; i++ {
+		if i == serving {
+			continue
+		}
+		d := min(excess, spare, out[i], live[i].Available)
+		out[i] -= d
+		excess -= d
+		spare -= d
+	}
+	if serving >= 0 && excess > 0 && spare > 0 {
+		d := min(excess, spare, out[serving])
+		out[serving] -= d
+	}
+	return out
+}
