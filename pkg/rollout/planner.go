@@ -213,7 +213,8 @@ func (p *planner) matchTemplates() {
 			if !schemaversion.Equal(RequiredSchema(rs), p.rsvc.Spec.Schema.Version) {
 				continue
 			}
-			if ok, _ := TemplateMatches(want, rs.Spec.Template); ok {
+			// The revision label inside the template is the candidate's own.
+			if ok, _ := TemplateMatches(NewReplicaSet(p.rsvc, shard, rs.Labels[LabelRevision], 0).Spec.Template, rs.Spec.Template); ok {
 				set.byRev[p.update] = rs
 				break
 			}

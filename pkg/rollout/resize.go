@@ -55,8 +55,9 @@ func (p *planner) storedReplicas(shard string) int32 {
 }
 
 // Resize computes new spec.replicas for the live ReplicaSets of a shard that is not stepping, in
-// the order given. One ReplicaSet: replicas. Several: below replicas, the serving set (the one
-// with the most available pods) grows by the difference; above replicas+surge, pods go in this
+// the order given. One ReplicaSet: replicas. Several: the serving set (the one with the most
+// available pods) grows until it, with the pods available elsewhere, covers MinAvailable and the
+// shard asks for at least replicas; above replicas+surge, pods go in this
 // order: unavailable pods of the non-serving ReplicaSets (newest first), the serving set's
 // unavailable pods, then the non-serving ones' available pods while at least MinAvailable stay.
 //
@@ -78,11 +79,13 @@ func Resize(b Budget, live []Counts) []int32 {
 		out[0] = b.Replicas
 		return out
 	}
-	if total < b.Replicas {
-		if serving >= 0 {
-			out[serving] += b.Replicas - total
-		}
-		return out
+	if serving >= 0 {
+		// The floor rests on the serving set's pods, once ready, and on pods already available
+		// elsewhere, never on unproven ones; and the shard asks for at least replicas.
+		need := b.MinAvailable() - (available - live[serving].Available) - live[serving].Spec
+		grow := max(need, b.Replicas-total, 0)
+		out[serving] += grow
+		total += grow
 	}
 	excess := total - (b.Replicas + b.Surge)
 	take := func(i int, n int32) {

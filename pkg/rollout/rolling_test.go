@@ -55,6 +55,9 @@ func TestStep(t *testing.T) {
 		{"rollback: failed pods go once stable is available", Budget{3, 3, 0}, Counts{3, 3}, []Counts{{1, 0}}, 3, []int32{0}},
 		{"rollback never removes the last available pods", Budget{3, 3, 0}, Counts{3, 0}, []Counts{{3, 3}}, 3, []int32{3}},
 		{"scale down a shard", Budget{2, 1, 0}, Counts{3, 3}, nil, 2, []int32{}},
+		{"S-18: shard grew 3→8 mid-step: the serving set grows, not the unproven revision", Budget{8, 2, 0}, Counts{1, 0}, []Counts{{3, 3}}, 1, []int32{8}},
+		{"S-18: shard shrank 8→3 mid-step: unproven pods go first, never above replicas+surge", Budget{3, 1, 0}, Counts{3, 0}, []Counts{{3, 3}}, 1, []int32{3}},
+		{"new revision lost an available pod: the serving set covers the floor again", Budget{3, 1, 0}, Counts{2, 1}, []Counts{{1, 1}}, 2, []int32{2}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -86,5 +89,28 @@ func TestStepConverges(t *testing.T) {
 		if target.Spec != b.Replicas || old.Spec != 0 {
 			t.Fatalf("budget %+v did not converge: target %+v old %+v", b, target, old)
 		}
+	}
+}
+
+func TestResize(t *testing.T) {
+	cases := []struct {
+		name string
+		b    Budget
+		live []Counts
+		want []int32
+	}{
+		{"one revision serves: it gets replicas", Budget{5, 2, 0}, []Counts{{3, 3}}, []int32{5}},
+		{"one revision, fewer", Budget{1, 1, 0}, []Counts{{3, 3}}, []int32{1}},
+		{"halted mid-step, grown: the serving set grows", Budget{8, 2, 0}, []Counts{{3, 3}, {1, 0}}, []int32{8, 1}},
+		{"halted mid-step, shrunk: unproven pods first, then spare old ones", Budget{3, 1, 0}, []Counts{{8, 8}, {1, 0}}, []int32{4, 0}},
+		{"within replicas..replicas+surge: unchanged", Budget{3, 1, 0}, []Counts{{3, 3}, {1, 0}}, []int32{3, 1}},
+		{"nothing available: nothing to grow", Budget{5, 1, 0}, []Counts{{1, 0}, {1, 0}}, []int32{1, 1}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			if got := Resize(c.b, c.live); fmt.Sprint(got) != fmt.Sprint(c.want) {
+				t.Fatalf("Resize = %v, want %v", got, c.want)
+			}
+		})
 	}
 }
