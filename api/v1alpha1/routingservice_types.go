@@ -34,7 +34,8 @@ type RoutingServiceSpec struct {
 	// +kubebuilder:validation:MaxItems=50
 	Shards []ShardSpec `json:"shards"`
 
-	// strategy tunes how a revision is promoted within and across shards.
+	// strategy tunes how a revision is promoted within and across shards. Every field of it is
+	// optional and defaulted; an empty or omitted strategy means all defaults.
 	// +optional
 	// +kubebuilder:default={}
 	Strategy RolloutStrategy `json:"strategy,omitempty"`
@@ -82,7 +83,7 @@ type MigrationSpec struct {
 
 	// activeDeadlineSeconds bounds the migration, in seconds from the Job's creation. It is set on
 	// the Job, and schemagate enforces it itself too, so a migration whose pod never starts (image
-	// pull failure, unschedulable) still ends (scenario S-04). Default 600.
+	// pull failure, unschedulable) still ends (scenario S-04). Default 600 s.
 	// +optional
 	// +kubebuilder:default=600
 	// +kubebuilder:validation:Minimum=1
@@ -129,8 +130,8 @@ const (
 // a shard: a percentage of the shard's replicas, surge rounded up and unavailable rounded down.
 // +kubebuilder:validation:XValidation:rule="!(has(self.maxSurge) && has(self.maxUnavailable) && (self.maxSurge == 0 || self.maxSurge == '0%') && (self.maxUnavailable == 0 || self.maxUnavailable == '0%'))",message="spec.strategy.maxSurge and spec.strategy.maxUnavailable must not both be 0"
 type RolloutStrategy struct {
-	// maxSurge is how many pods above a shard's replicas may exist during its step: a number or a
-	// percentage of replicas (rounded up). Default 25%.
+	// maxSurge is how many pods above a shard's replicas may exist during its step: a number of
+	// pods or a percentage of replicas (rounded up). Default 25%.
 	// +optional
 	// +kubebuilder:default="25%"
 	// +kubebuilder:validation:XIntOrString
@@ -138,7 +139,7 @@ type RolloutStrategy struct {
 	MaxSurge *intstr.IntOrString `json:"maxSurge,omitempty"`
 
 	// maxUnavailable is how many of a shard's replicas may be unavailable during its step because
-	// of schemagate: a number or a percentage of replicas (rounded down). Default 0.
+	// of schemagate: a number of pods or a percentage of replicas (rounded down). Default 0.
 	// +optional
 	// +kubebuilder:default=0
 	// +kubebuilder:validation:XIntOrString
@@ -146,31 +147,33 @@ type RolloutStrategy struct {
 	MaxUnavailable *intstr.IntOrString `json:"maxUnavailable,omitempty"`
 
 	// minReadySeconds is how long, in seconds, a new pod must be ready before it counts as
-	// available (the ReplicaSet's minReadySeconds). Default 0.
+	// available (the ReplicaSet's minReadySeconds). Default 0 s.
 	// +optional
 	// +kubebuilder:default=0
 	// +kubebuilder:validation:Minimum=0
-	MinReadySeconds int32 `json:"minReadySeconds"`
+	MinReadySeconds *int32 `json:"minReadySeconds,omitempty"`
 
 	// bakeSeconds is how long, in seconds, a shard must stay fully promoted and available before
-	// the next shard starts, counted from the moment it was complete. Default 60.
+	// the next shard starts, counted from the moment it was complete; 0 skips the bake.
+	// Default 60 s.
 	// +optional
 	// +kubebuilder:default=60
 	// +kubebuilder:validation:Minimum=0
 	// +kubebuilder:validation:Maximum=86400
-	BakeSeconds int32 `json:"bakeSeconds"`
+	BakeSeconds *int32 `json:"bakeSeconds,omitempty"`
 
 	// progressDeadlineSeconds bounds each shard's step, in seconds from its start (kept in
 	// status.shards[].stepStartTime): a shard not fully available by then fails the rollout under
-	// failurePolicy. Default 600.
+	// failurePolicy. Default 600 s.
 	// +optional
 	// +kubebuilder:default=600
 	// +kubebuilder:validation:Minimum=1
 	// +kubebuilder:validation:Maximum=86400
-	ProgressDeadlineSeconds int32 `json:"progressDeadlineSeconds"`
+	ProgressDeadlineSeconds *int32 `json:"progressDeadlineSeconds,omitempty"`
 
-	// failurePolicy decides what a failed shard step does: Rollback (default) returns every shard
-	// the revision touched to status.stableRevision; Halt stops and touches nothing more.
+	// failurePolicy decides what a failed shard step does: Rollback returns every shard the
+	// revision touched to status.stableRevision; Halt stops and touches nothing more. Default
+	// Rollback.
 	// +optional
 	// +kubebuilder:default=Rollback
 	FailurePolicy FailurePolicy `json:"failurePolicy,omitempty"`
@@ -181,7 +184,7 @@ type RolloutStrategy struct {
 	// +kubebuilder:default=2
 	// +kubebuilder:validation:Minimum=0
 	// +kubebuilder:validation:Maximum=100
-	RevisionHistoryLimit int32 `json:"revisionHistoryLimit"`
+	RevisionHistoryLimit *int32 `json:"revisionHistoryLimit,omitempty"`
 }
 
 // SchemaStatus reports the schema gate.

@@ -259,7 +259,7 @@ func (w *watcher) summary(act string, start time.Time) {
 			if t, ok := w.firstSeen[fmt.Sprintf("%s/%s/%s", rev, s.Name, end)]; ok {
 				label := fmt.Sprintf("shard %s: %s", s.Name, strings.ToLower(string(end)))
 				if end == routingv1alpha1.ShardStepPromoted {
-					label += fmt.Sprintf(" (incl. %ds bake)", rsvc.Spec.Strategy.BakeSeconds)
+					label += fmt.Sprintf(" (incl. %ds bake)", rsvc.Spec.Strategy.BakeSecondsOrDefault())
 				}
 				row(label, t.Sub(began))
 			}

@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"k8s.io/utils/ptr"
+
 	routingv1alpha1 "github.com/schemagate/schemagate/api/v1alpha1"
 )
 
@@ -349,7 +351,7 @@ func TestRetryAFailedShard(t *testing.T) {
 
 func TestPromoteEndsTheBake(t *testing.T) {
 	w := steady(t)
-	w.rsvc.Spec.Strategy.BakeSeconds = 3600
+	w.rsvc.Spec.Strategy.BakeSeconds = ptr.To(int32(3600))
 	w.update("app:v2", "1", "migrate:ok")
 	w.run(50, func() bool {
 		c := w.condition(routingv1alpha1.ConditionReconciling)

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 
 	routingv1alpha1 "github.com/schemagate/schemagate/api/v1alpha1"
 	"github.com/schemagate/schemagate/pkg/rollout"
@@ -39,7 +40,7 @@ func TestChaosManagerKills(t *testing.T) {
 	ns := steadyV1(t)
 	kit().Update(t, ns, func(r *routingv1alpha1.RoutingService) {
 		story.ToV2("app:v2", "migrate:v2")(r)
-		r.Spec.Strategy.BakeSeconds = 5
+		r.Spec.Strategy.BakeSeconds = ptr.To(int32(5))
 	})
 	began := time.Now()
 	midRollout := 0
@@ -83,8 +84,8 @@ func TestAPIServerOutageMidRollout(t *testing.T) {
 	ns := steadyV1(t)
 	kit().Update(t, ns, func(r *routingv1alpha1.RoutingService) {
 		story.ToV2("app:v2", "migrate:v2")(r)
-		r.Spec.Strategy.BakeSeconds = 5
-		r.Spec.Strategy.ProgressDeadlineSeconds = 300
+		r.Spec.Strategy.BakeSeconds = ptr.To(int32(5))
+		r.Spec.Strategy.ProgressDeadlineSeconds = ptr.To(int32(300))
 	})
 	story.Eventually(t, 60*time.Second, "us-east promoting", func() error {
 		for _, s := range kit().Get(t, ns).Status.Shards {

@@ -27,7 +27,7 @@ func kit() story.Kit { return story.Kit{C: k8s} }
 // ready ~1 s after it is bound, so a shard of 3 takes ~5 s.
 func e2eFixture(ns string) *routingv1alpha1.RoutingService {
 	r := story.Fixture(ns)
-	r.Spec.Strategy.ProgressDeadlineSeconds = 25
+	r.Spec.Strategy.ProgressDeadlineSeconds = ptr.To(int32(25))
 	r.Spec.Schema.Migration.BackoffLimit = ptr.To(int32(0))
 	return r
 }

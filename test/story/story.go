@@ -60,7 +60,7 @@ func Fixture(ns string) *routingv1alpha1.RoutingService {
 			Shards: []routingv1alpha1.ShardSpec{shard("us-east", "us-east-1"), shard("eu-west", "eu-west-1"), shard("ap-south", "ap-south-1")},
 			Strategy: routingv1alpha1.RolloutStrategy{
 				MaxSurge: ptr.To(intstr.FromString("25%")), MaxUnavailable: ptr.To(intstr.FromInt32(0)),
-				BakeSeconds: 1, ProgressDeadlineSeconds: 6, RevisionHistoryLimit: 2,
+				BakeSeconds: ptr.To(int32(1)), ProgressDeadlineSeconds: ptr.To(int32(6)), RevisionHistoryLimit: ptr.To(int32(2)),
 				FailurePolicy: routingv1alpha1.FailurePolicyRollback,
 			},
 		},

@@ -1,0 +1,98 @@
+package v1alpha1
+
+import (
+	"time"
+
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/ptr"
+)
+
+// Defaults of the optional spec fields. These constants are the one definition of each default in
+// Go; the +kubebuilder:default markers in routingservice_types.go must state the same values
+// (TestCRDDefaultsMatchGoConstants checks the generated CRD against them). The API server applies
+// the CRD defaults on create and update, so a stored RoutingService has every field set; the
+// accessors below apply the same defaults to objects that never went through the API server
+// (objects built in Go, unit-test fixtures).
+const (
+	// DefaultMaxSurge is spec.strategy.maxSurge's default: a percentage of the shard's replicas.
+	DefaultMaxSurge = "25%"
+	// DefaultMaxUnavailable is spec.strategy.maxUnavailable's default, in pods.
+	DefaultMaxUnavailable int32 = 0
+	// DefaultMinReadySeconds is spec.strategy.minReadySeconds's default, in seconds.
+	DefaultMinReadySeconds int32 = 0
+	// DefaultBakeSeconds is spec.strategy.bakeSeconds's default, in seconds.
+	DefaultBakeSeconds int32 = 60
+	// DefaultProgressDeadlineSeconds is spec.strategy.progressDeadlineSeconds's default, in seconds.
+	DefaultProgressDeadlineSeconds int32 = 600
+	// DefaultFailurePolicy is spec.strategy.failurePolicy's default.
+	DefaultFailurePolicy = FailurePolicyRollback
+	// DefaultRevisionHistoryLimit is spec.strategy.revisionHistoryLimit's default, in ReplicaSets
+	// per shard.
+	DefaultRevisionHistoryLimit int32 = 2
+	// DefaultMigrationBackoffLimit is spec.schema.migration.backoffLimit's default, in retries.
+	DefaultMigrationBackoffLimit int32 = 2
+	// DefaultMigrationActiveDeadlineSeconds is spec.schema.migration.activeDeadlineSeconds's
+	// default, in seconds.
+	DefaultMigrationActiveDeadlineSeconds int64 = 600
+)
+
+// MaxSurgeOrDefault returns maxSurge, or DefaultMaxSurge (25%) when it is not set.
+func (s *RolloutStrategy) MaxSurgeOrDefault() intstr.IntOrString {
+	return ptr.Deref(s.MaxSurge, intstr.FromString(DefaultMaxSurge))
+}
+
+// MaxUnavailableOrDefault returns maxUnavailable, or DefaultMaxUnavailable (0) when it is not set.
+func (s *RolloutStrategy) MaxUnavailableOrDefault() intstr.IntOrString {
+	return ptr.Deref(s.MaxUnavailable, intstr.FromInt32(DefaultMaxUnavailable))
+}
+
+// MinReadySecondsOrDefault returns minReadySeconds, or DefaultMinReadySeconds (0) when it is not set.
+func (s *RolloutStrategy) MinReadySecondsOrDefault() int32 {
+	return ptr.Deref(s.MinReadySeconds, DefaultMinReadySeconds)
+}
+
+// BakeSecondsOrDefault returns bakeSeconds, or DefaultBakeSeconds (60) when it is not set.
+func (s *RolloutStrategy) BakeSecondsOrDefault() int32 {
+	return ptr.Deref(s.BakeSeconds, DefaultBakeSeconds)
+}
+
+// Bake returns bakeSeconds (default 60 s) as a duration.
+func (s *RolloutStrategy) Bake() time.Duration {
+	return time.Duration(s.BakeSecondsOrDefault()) * time.Second
+}
+
+// ProgressDeadlineSecondsOrDefault returns progressDeadlineSeconds, or
+// DefaultProgressDeadlineSeconds (600) when it is not set.
+func (s *RolloutStrategy) ProgressDeadlineSecondsOrDefault() int32 {
+	return ptr.Deref(s.ProgressDeadlineSeconds, DefaultProgressDeadlineSeconds)
+}
+
+// ProgressDeadline returns progressDeadlineSeconds (default 600 s) as a duration.
+func (s *RolloutStrategy) ProgressDeadline() time.Duration {
+	return time.Duration(s.ProgressDeadlineSecondsOrDefault()) * time.Second
+}
+
+// FailurePolicyOrDefault returns failurePolicy, or DefaultFailurePolicy (Rollback) when it is empty.
+func (s *RolloutStrategy) FailurePolicyOrDefault() FailurePolicy {
+	if s.FailurePolicy == "" {
+		return DefaultFailurePolicy
+	}
+	return s.FailurePolicy
+}
+
+// RevisionHistoryLimitOrDefault returns revisionHistoryLimit, or DefaultRevisionHistoryLimit (2)
+// when it is not set.
+func (s *RolloutStrategy) RevisionHistoryLimitOrDefault() int32 {
+	return ptr.Deref(s.RevisionHistoryLimit, DefaultRevisionHistoryLimit)
+}
+
+// BackoffLimitOrDefault returns backoffLimit, or DefaultMigrationBackoffLimit (2) when it is not set.
+func (m *MigrationSpec) BackoffLimitOrDefault() int32 {
+	return ptr.Deref(m.BackoffLimit, DefaultMigrationBackoffLimit)
+}
+
+// ActiveDeadlineSecondsOrDefault returns activeDeadlineSeconds, or
+// DefaultMigrationActiveDeadlineSeconds (600) when it is not set.
+func (m *MigrationSpec) ActiveDeadlineSecondsOrDefault() int64 {
+	return ptr.Deref(m.ActiveDeadlineSeconds, DefaultMigrationActiveDeadlineSeconds)
+}
