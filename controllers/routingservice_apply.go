@@ -2,9 +2,13 @@ package controllers
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	appsv1 "k8s.io/api/apps/v1"
+	batchv1 "k8s.io/api/batch/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
@@ -50,7 +54,7 @@ func (r *RoutingServiceReconciler) apply(ctx context.Context, rsvc *routingv1alp
 			err = fmt.Errorf("unknown action %q", a.Kind)
 		}
 		if err != nil {
-			return fmt.Errorf("%s: %w", a.String(), err)
+			return &actionError{action: a, err: err}
 		}
 	}
 	return nil
@@ -61,4 +65,47 @@ func (r *RoutingServiceReconciler) scale(ctx context.Context, rs *appsv1.Replica
 	scaled := rs.DeepCopy()
 	scaled.Spec.Replicas = ptr.To(replicas)
 	return r.Patch(ctx, scaled, patch)
+}
+
+// actionError is an action that failed, with the API error (errors.Is/As see through it).
+type actionError struct {
+	action rollout.Action
+	err    error
+}
+
+func (e *actionError) Error() string { return fmt.Sprintf("%s: %v", e.action.String(), e.err) }
+func (e *actionError) Unwrap() error { return e.err }
+
+// conflictOf reads, past the cache, the object that made a create fail with AlreadyExists. When
+// this RoutingService does not control it (another owner, none, or it is being deleted), it is a
+// rollout.Conflict for the planner (S-21); when it does, the cache is only behind (S-10) and ok is
+// false.
+func (r *RoutingServiceReconciler) conflictOf(ctx context.Context, rsvc *routingv1alpha1.RoutingService, err error) (rollout.Conflict, bool) {
+	var ae *actionError
+	if !errors.As(err, &ae) || !apierrors.IsAlreadyExists(err) {
+		return rollout.Conflict{}, false
+	}
+	var obj client.Object
+	kind := ""
+	switch ae.action.Kind {
+	case rollout.CreateJob:
+		obj, kind = &batchv1.Job{}, "Job"
+		obj.SetName(ae.action.Job.Name)
+	case rollout.CreateReplicaSet:
+		obj, kind = &appsv1.ReplicaSet{}, "ReplicaSet"
+		obj.SetName(ae.action.ReplicaSet.Name)
+	default:
+		return rollout.Conflict{}, false
+	}
+	reader := r.APIReader
+	if reader == nil {
+		reader = r.Client
+	}
+	if getErr := reader.Get(ctx, client.ObjectKey{Namespace: rsvc.Namespace, Name: obj.GetName()}, obj); getErr != nil {
+		return rollout.Conflict{}, false
+	}
+	if metav1.IsControlledBy(obj, rsvc) && obj.GetDeletionTimestamp() == nil {
+		return rollout.Conflict{}, false
+	}
+	return rollout.Conflict{Kind: kind, Name: obj.GetName(), Holder: rollout.Holder(obj)}, true
 }

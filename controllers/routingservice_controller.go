@@ -34,6 +34,9 @@ type RoutingServiceReconciler struct {
 	Recorder recorder.EventRecorder
 	// Clock is the planner's clock; tests inject a fake one.
 	Clock clock.PassiveClock
+	// APIReader reads past the cache (the manager's GetAPIReader): only to find who holds a name
+	// after a create failed with AlreadyExists. Nil means Client.
+	APIReader client.Reader
 }
 
 // +kubebuilder:rbac:groups=routing.schemagate.io,resources=routingservices,verbs=get;list;watch
@@ -71,6 +74,15 @@ func (r *RoutingServiceReconciler) Reconcile(ctx context.Context, req ctrl.Reque
 	plan := rollout.Compute(observed)
 
 	applyErr := r.apply(ctx, rsvc, plan.Actions)
+	if conflict, ok := r.conflictOf(ctx, rsvc, applyErr); ok {
+		// S-21: the name is held by an object this RoutingService does not control. Decide again
+		// knowing it; that plan's status says so (NameConflict) and its actions wait for the
+		// requeue it asks for, so nothing is created in a loop.
+		log.Info("a name schemagate needs is taken", "kind", conflict.Kind, "name", conflict.Name, "holder", conflict.Holder)
+		observed.Conflicts = append(observed.Conflicts, conflict)
+		plan = rollout.Compute(observed)
+		plan.Actions, applyErr = nil, nil
+	}
 	if applyErr != nil && !apierrors.IsConflict(applyErr) && !apierrors.IsAlreadyExists(applyErr) {
 		return ctrl.Result{}, applyErr
 	}

@@ -76,9 +76,10 @@ func run(m *testing.M) int {
 		return 1
 	}
 	if err := (&controllers.RoutingServiceReconciler{
-		Client:   mgr.GetClient(),
-		Recorder: mgr.GetEventRecorder("schemagate"),
-		Clock:    clock.RealClock{},
+		Client:    mgr.GetClient(),
+		Recorder:  mgr.GetEventRecorder("schemagate"),
+		Clock:     clock.RealClock{},
+		APIReader: mgr.GetAPIReader(),
 	}).SetupWithManager(mgr); err != nil {
 		fmt.Fprintln(os.Stderr, "controller:", err)
 		return 1
