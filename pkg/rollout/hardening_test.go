@@ -6,7 +6,6 @@ import (
 	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
@@ -267,7 +266,9 @@ func TestPauseDoesNotCountAgainstTheBake(t *testing.T) {
 	w := steady(t)
 	w.rsvc.Spec.Strategy.BakeSeconds = ptr.To(int32(20))
 	w.update("app:v2", "1", "migrate:ok")
-	w.run(50, func() bool { return w.reason(routingv1alpha1.ConditionReconciling) == routingv1alpha1.ReasonShardBaking })
+	w.run(50, func() bool {
+		return w.reason(routingv1alpha1.ConditionReconciling) == routingv1alpha1.ReasonShardBaking
+	})
 	w.rsvc.Spec.Paused = true
 	w.rsvc.Generation++
 	for i := 0; i < 22; i++ {
@@ -467,5 +468,4 @@ func TestS19HandEditedStatus(t *testing.T) {
 			t.Fatalf("step %s: the gate opened on a hand-edited status", step)
 		}
 	}
-	_ = corev1.ConditionTrue
 }
