@@ -283,7 +283,6 @@ const (
 	ReasonMigrationPending           = "MigrationPending"
 	ReasonMigrationFailed            = "MigrationFailed"
 	ReasonMigrationDeadline          = "MigrationDeadlineExceeded"
-	ReasonMigrationJobConflict       = "MigrationJobConflict"
 	ReasonSchemaConfirmed            = "SchemaConfirmed"
 	ReasonShardProgressing           = "ShardProgressing"
 	ReasonShardBaking                = "ShardBaking"

@@ -165,8 +165,15 @@ func (k *Checker) observe(o any) {
 			k.confirmedAt[key][v] = rv(obj)
 		}
 	case *appsv1.ReplicaSet:
-		k.rss[obj.Namespace+"/"+obj.Name] = obj.DeepCopy()
-		if obj.Spec.Replicas != nil && *obj.Spec.Replicas > 0 {
+		key := obj.Namespace + "/" + obj.Name
+		before := int32(0)
+		if old := k.rss[key]; old != nil && old.UID == obj.UID && old.Spec.Replicas != nil {
+			before = *old.Spec.Replicas
+		}
+		k.rss[key] = obj.DeepCopy()
+		// I1 is about what schemagate asks for: a create with replicas, or a scale-up. An orphaned
+		// ReplicaSet adopted by a re-created RoutingService (S-20) keeps the pods it already ran.
+		if obj.Spec.Replicas != nil && *obj.Spec.Replicas > before {
 			// Decided once the Job watch has had time to deliver anything older (see settle).
 			k.pendingI1 = append(k.pendingI1, pendingCheck{due: time.Now().Add(time.Second), rsRV: rv(obj), rs: obj.DeepCopy()})
 		}
