@@ -53,9 +53,13 @@ test: manifests generate vet envtest-assets ## Unit tests and the envtest suite 
 cluster-binaries: ## Build the local cluster's binaries from source (cached under bin/k8s).
 	hack/build-binaries.sh etcd kube-apiserver kubectl kube-controller-manager kube-scheduler kwok
 
+# The demo is built and exec'd, not `go run`: `go run` passes no signal on, and the demo would
+# outlive a make killed by PID. exec'd, it is make's own child, which dies with its parent
+# (hack/demo/parent.go) and stops the cluster on SIGTERM as on Ctrl-C.
 .PHONY: demo
 demo: build cluster-binaries ## Watch a schema-gated three-region rollout on a local control plane (KEEP=1 keeps it up).
-	go run ./hack/demo
+	go build -o $(BIN)/demo ./hack/demo
+	exec $(BIN)/demo
 
 .PHONY: test-e2e
 test-e2e: build cluster-binaries ## End-to-end tests on the local cluster (real ReplicaSet, Job and scheduler controllers).

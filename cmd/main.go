@@ -19,12 +19,15 @@ func main() {
 	flag.StringVar(&metricsAddr, "metrics-bind-address", ":8080", "Address of the metrics endpoint (\"0\" disables it).")
 	flag.StringVar(&probeAddr, "health-probe-bind-address", ":8081", "Address of the /healthz and /readyz endpoints.")
 	flag.BoolVar(&leaderElect, "leader-elect", true, "Elect a leader so that only one manager acts at a time.")
-	flag.StringVar(&leaderElectionNamespace, "leader-election-namespace", "", "Namespace of the leader election Lease (default: the manager's own, or kube-system out of cluster).")
+	flag.StringVar(&leaderElectionNamespace, "leader-election-namespace", "", "Namespace of the leader election Lease (default: the manager's own, or "+outOfClusterLeaderElectionNamespace+" out of cluster).")
 	opts := zap.Options{}
 	opts.BindFlags(flag.CommandLine)
 	flag.Parse()
 	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&opts)))
 	log := ctrl.Log.WithName("setup")
+	// Out of cluster (make run) controller-runtime cannot find a namespace of its own for the
+	// Lease and would refuse to start; in cluster it reads the service account's.
+	leaderElectionNamespace = resolveLeaderElectionNamespace(leaderElectionNamespace, serviceAccountNamespaceFile)
 
 	mgr, err := ctrl.NewManager(ctrl.GetConfigOrDie(), controllers.ManagerOptions(metricsAddr, probeAddr, leaderElect, leaderElectionNamespace))
 	if err != nil {

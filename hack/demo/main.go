@@ -3,6 +3,11 @@
 // v1 → v2 (new image, schema 2: migration, gate, shard by shard) → v3 (an image that never becomes
 // ready: progress deadline, rollback of the first shard only, v2 still serving). `make demo` runs
 // it; -keep (or KEEP=1) leaves the cluster up afterwards for kubectl.
+//
+// Ctrl-C (SIGINT), SIGTERM, and the death of the process that started it (make: see parent.go)
+// all stop the demo the same way: the manager and the cluster are stopped and nothing is left
+// running. Further signals during that teardown are ignored; SIGKILL still ends the demo at once,
+// and the cluster's processes with it (they die with their parent).
 package main
 
 import (
@@ -32,12 +37,44 @@ func main() {
 	// The demo prints its own timeline; the manager logs to its own file.
 	ctrllog.SetLogger(logr.Discard())
 
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	if err := run(ctx, *state, *keep, int32(*bake)); err != nil {
+	// Catch the signals before looking at parentDeath: a SIGTERM from the parent's death that
+	// arrives in between is then handled, not fatal.
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	signals := make(chan os.Signal, 1)
+	signal.Notify(signals, os.Interrupt, syscall.SIGTERM)
+	go func() {
+		s := <-signals
+		fmt.Fprintf(os.Stderr, "\n%s: stopping the manager and the cluster\n", describe(s))
+		cancel()
+		// Later signals change nothing: killing make sends SIGTERM twice (make passes it to its
+		// child, then dies, and its death sends another), and the teardown must not be cut short.
+		for range signals {
+		}
+	}()
+	if parentDeath != nil {
+		fmt.Fprintln(os.Stderr, "demo not started:", parentDeath)
+		os.Exit(1)
+	}
+	// run has stopped everything it started (its defers) by the time it returns.
+	switch err := run(ctx, *state, *keep, int32(*bake)); {
+	case err == nil: // done; with -keep, the signal ended the wait
+	case ctx.Err() != nil:
+		fmt.Fprintln(os.Stderr, "demo stopped before it finished; the manager and the cluster are stopped")
+		os.Exit(1)
+	default:
 		fmt.Fprintln(os.Stderr, "\ndemo failed:", err)
 		os.Exit(1)
 	}
+}
+
+// describe names a signal as the person who sent it would: Ctrl-C, or SIGTERM (a kill, or the
+// parent's death).
+func describe(s os.Signal) string {
+	if s == os.Interrupt {
+		return "interrupted"
+	}
+	return "terminated (SIGTERM: killed, or the process that started the demo exited)"
 }
 
 func run(ctx context.Context, stateDir string, keep bool, bake int32) error {
