@@ -35,9 +35,10 @@ func main() {
 		os.Exit(1)
 	}
 	if err := (&controllers.RoutingServiceReconciler{
-		Client:   mgr.GetClient(),
-		Recorder: mgr.GetEventRecorder("schemagate"),
-		Clock:    clock.RealClock{},
+		Client:    mgr.GetClient(),
+		Recorder:  mgr.GetEventRecorder("schemagate"),
+		Clock:     clock.RealClock{},
+		APIReader: mgr.GetAPIReader(),
 	}).SetupWithManager(mgr); err != nil {
 		log.Error(err, "setting up the RoutingService controller")
 		os.Exit(1)

@@ -40,8 +40,11 @@ type RoutingServiceSpec struct {
 	// +kubebuilder:default={}
 	Strategy RolloutStrategy `json:"strategy,omitempty"`
 
-	// paused stops all promotion while true: nothing is scaled, no migration Job is started, and
-	// what serves keeps serving. Set it declaratively (it survives GitOps self-heal).
+	// paused stops all promotion while true: nothing is scaled (replica changes included), no
+	// migration Job is started or retried, and what serves keeps serving. A retry or promote
+	// annotation set while paused acts once after unpausing. Time paused counts against neither the
+	// progress deadline nor the bake: a shard that was progressing or baking starts its step again.
+	// Set it declaratively (it survives GitOps self-heal).
 	// +optional
 	Paused bool `json:"paused,omitempty"`
 }
@@ -101,7 +104,10 @@ type ShardSpec struct {
 	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
 	Name string `json:"name"`
 
-	// replicas is the number of pods the shard runs (>= 0).
+	// replicas is the number of pods the shard runs (>= 0). A change applies at once to the
+	// revision serving the shard, whatever the rollout is doing (migrating, stalled, not yet at
+	// this shard), within maxSurge/maxUnavailable; mid-step, the serving revision grows first,
+	// never the one being proven (scenario S-18). Paused excepted.
 	// +required
 	// +kubebuilder:validation:Minimum=0
 	// +kubebuilder:validation:Maximum=10000
@@ -119,8 +125,9 @@ type ShardSpec struct {
 type FailurePolicy string
 
 const (
-	// FailurePolicyRollback returns every shard the failed revision touched to the stable revision,
-	// scaling the stable ReplicaSet up before the failed one down.
+	// FailurePolicyRollback returns every shard the failed revision touched (and only those) to the
+	// revision that last served that shard alone and fully, scaling it up before the failed one
+	// down (scenarios S-08, S-17).
 	FailurePolicyRollback FailurePolicy = "Rollback"
 	// FailurePolicyHalt stops where the rollout is and touches nothing more.
 	FailurePolicyHalt FailurePolicy = "Halt"
@@ -171,9 +178,10 @@ type RolloutStrategy struct {
 	// +kubebuilder:validation:Maximum=86400
 	ProgressDeadlineSeconds *int32 `json:"progressDeadlineSeconds,omitempty"`
 
-	// failurePolicy decides what a failed shard step does: Rollback returns every shard the
-	// revision touched to status.stableRevision; Halt stops and touches nothing more. Default
-	// Rollback.
+	// failurePolicy decides what a failed shard step does: Rollback returns each shard the failed
+	// revision touched, and only those, to the revision that last served it alone and fully
+	// (recorded on its ReplicaSet as schemagate.io/served-at); Halt stops and touches nothing more
+	// (replica changes still apply). Default Rollback.
 	// +optional
 	// +kubebuilder:default=Rollback
 	FailurePolicy FailurePolicy `json:"failurePolicy,omitempty"`

@@ -26,7 +26,8 @@ func (p *planner) promote() {
 	bake := strategy.Bake()
 	deadline := strategy.ProgressDeadline()
 	if deadline <= 0 {
-		deadline = 600 * time.Second
+		// A stored 0 (the CRD's minimum is 1) cannot make every step fail at once.
+		deadline = time.Duration(routingv1alpha1.DefaultProgressDeadlineSeconds) * time.Second
 	}
 	for _, shard := range p.rsvc.Spec.Shards {
 		ss := p.shardStatus(shard.Name)

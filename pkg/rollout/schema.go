@@ -357,7 +357,7 @@ func jobDeadline(j *batchv1.Job) time.Duration {
 	if j.Spec.ActiveDeadlineSeconds != nil {
 		return time.Duration(*j.Spec.ActiveDeadlineSeconds) * time.Second
 	}
-	return 600 * time.Second
+	return time.Duration(routingv1alpha1.DefaultMigrationActiveDeadlineSeconds) * time.Second
 }
 
 // pastDeadline reports whether schemagate's own deadline for a running migration Job has passed:
