@@ -299,7 +299,6 @@ const (
 	ReasonPaused                     = "Paused"
 	ReasonMinimumReplicasAvailable   = "MinimumReplicasAvailable"
 	ReasonMinimumReplicasUnavailable = "MinimumReplicasUnavailable"
-	ReasonReconciled                 = "Reconciled"
 	ReasonWaitingForSchema           = "WaitingForSchema"
 	ReasonAborted                    = "Aborted"
 )
