@@ -81,6 +81,7 @@ func (k *Checker) Watch(ctx context.Context, c cache.Cache) error {
 		if _, err := inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
 			AddFunc:    func(o any) { k.observe(o) },
 			UpdateFunc: func(_, o any) { k.observe(o) },
+			DeleteFunc: func(o any) { k.forget(o) },
 		}); err != nil {
 			return err
 		}
@@ -131,6 +132,21 @@ func rv(o metav1.Object) int64 {
 	return n
 }
 
+// forget drops a deleted ReplicaSet or RoutingService, so that its last counts no longer take part.
+func (k *Checker) forget(o any) {
+	if d, ok := o.(toolscache.DeletedFinalStateUnknown); ok {
+		o = d.Obj
+	}
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	switch obj := o.(type) {
+	case *appsv1.ReplicaSet:
+		delete(k.rss, obj.Namespace+"/"+obj.Name)
+	case *routingv1alpha1.RoutingService:
+		delete(k.rsvcs, obj.Namespace+"/"+obj.Name)
+	}
+}
+
 func (k *Checker) observe(o any) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
@@ -141,7 +157,7 @@ func (k *Checker) observe(o any) {
 		if old := k.rsvcs[key]; old != nil && old.Generation != obj.Generation {
 			// A new spec may ask for more replicas than the shard has yet: start I2 afresh.
 			for _, s := range obj.Spec.Shards {
-				delete(k.served, key+"/"+s.Name)
+				delete(k.served, key+"/"+string(obj.UID)+"/"+s.Name)
 			}
 		}
 		k.rsvcs[key] = obj.DeepCopy()
@@ -223,7 +239,13 @@ func (k *Checker) settle(final bool) {
 	k.pendingI1 = keep
 }
 
+// checkI2 checks a shard of rsvc. Only the ReplicaSets rsvc controls count, and a RoutingService
+// being deleted is not checked: the garbage collector, not schemagate, removes its pods (S-20).
+// A RoutingService re-created under the same name (a new UID) starts afresh.
 func (k *Checker) checkI2(ns string, rsvc *routingv1alpha1.RoutingService, shard string) {
+	if rsvc.DeletionTimestamp != nil {
+		return
+	}
 	var spec *routingv1alpha1.ShardSpec
 	for i := range rsvc.Spec.Shards {
 		if rsvc.Spec.Shards[i].Name == shard {
@@ -236,13 +258,13 @@ func (k *Checker) checkI2(ns string, rsvc *routingv1alpha1.RoutingService, shard
 	var available int32
 	var detail []string
 	for _, rs := range k.rss {
-		if rs.Namespace == ns && rs.Labels[rollout.LabelName] == rsvc.Name && rs.Labels[rollout.LabelShard] == shard {
+		if rs.Namespace == ns && rs.Labels[rollout.LabelName] == rsvc.Name && rs.Labels[rollout.LabelShard] == shard && metav1.IsControlledBy(rs, rsvc) {
 			available += rs.Status.AvailableReplicas
 			detail = append(detail, fmt.Sprintf("%s %d/%d@%s", rs.Labels[rollout.LabelRevision], rs.Status.AvailableReplicas, *rs.Spec.Replicas, rs.ResourceVersion))
 		}
 	}
 	min := rollout.ResolveBudget(spec.Replicas, rsvc.Spec.Strategy.MaxSurge, rsvc.Spec.Strategy.MaxUnavailable).MinAvailable()
-	key := ns + "/" + rsvc.Name + "/" + shard
+	key := ns + "/" + rsvc.Name + "/" + string(rsvc.UID) + "/" + shard
 	if available >= min {
 		k.served[key] = true
 		return
