@@ -48,7 +48,7 @@ func (r *RoutingServiceReconciler) apply(ctx context.Context, rsvc *routingv1alp
 		case rollout.MarkServed:
 			patch := client.MergeFromWithOptions(a.ReplicaSet.DeepCopy(), client.MergeFromWithOptimisticLock{})
 			marked := a.ReplicaSet.DeepCopy()
-			rollout.SetServedAt(marked, a.Time)
+			rollout.SetServedOrder(marked, a.Order)
 			err = r.Patch(ctx, marked, patch)
 		default:
 			err = fmt.Errorf("unknown action %q", a.Kind)

@@ -3,12 +3,15 @@ package rollout
 import (
 	"fmt"
 
+	appsv1 "k8s.io/api/apps/v1"
+
 	routingv1alpha1 "github.com/schemagate/schemagate/api/v1alpha1"
 )
 
 // cleanup deletes, in each shard, the scaled-down ReplicaSets of old revisions beyond
-// strategy.revisionHistoryLimit, oldest first. The update and stable revisions' ReplicaSets are
-// always kept. ReplicaSets of a shard removed from spec.shards are scaled to 0 and then deleted,
+// strategy.revisionHistoryLimit, oldest first. The update and stable revisions' ReplicaSets, and
+// the ones a rollback would return the shard to (the last served, and the last served before the
+// update revision), are always kept (S-17). ReplicaSets of a shard removed from spec.shards are scaled to 0 and then deleted,
 // but only once the update revision is promoted everywhere else, so removing a region never
 // overlaps with a rollout.
 func (p *planner) cleanup() {
@@ -18,16 +21,26 @@ func (p *planner) cleanup() {
 		inSpec[shard.Name] = true
 		var idle []int
 		set := p.set(shard.Name)
+		keep := map[*appsv1.ReplicaSet]bool{set.byRev[p.update]: true, set.byRev[p.status.StableRevision]: true,
+			p.lastServed(shard.Name, nil): true, p.lastServed(shard.Name, set.byRev[p.update]): true}
 		for i, rs := range set.all {
-			rev := rs.Labels[LabelRevision]
-			if rev == p.update || rev == p.status.StableRevision {
+			if rs == set.byRev[p.update] || rs.Labels[LabelRevision] == p.update || p.untrusted[rs] {
 				continue
 			}
 			if replicasOf(rs) == 0 && rs.Status.Replicas == 0 {
 				idle = append(idle, i)
 			}
 		}
-		for _, i := range idle[:max(0, len(idle)-limit)] {
+		// The kept ones count towards the limit; the oldest of the others go.
+		excess := len(idle) - limit
+		for _, i := range idle {
+			if excess <= 0 {
+				break
+			}
+			if keep[set.all[i]] {
+				continue
+			}
+			excess--
 			p.act(Action{Kind: DeleteReplicaSet, ReplicaSet: set.all[i],
 				Note: fmt.Sprintf("revisionHistoryLimit %d: shard %s keeps the newest %d scaled-down revisions", limit, shard.Name, limit)})
 		}

@@ -40,12 +40,9 @@ func (p *planner) handleFailure() {
 		ss := p.shardStatus(shard.Name)
 		set := p.set(shard.Name)
 		failed := set.byRev[p.update]
-		if failed == nil || (replicasOf(failed) == 0 && failed.Status.Replicas == 0) {
-			// Untouched, or rolled back already.
-			if ss.Step == routingv1alpha1.ShardStepRollingBack {
-				p.stepTo(ss, routingv1alpha1.ShardStepRolledBack)
-				p.event(false, EventShardRolledBack, "shard %s is back on revision %s", shard.Name, revisionOf(p.lastServed(shard.Name, failed)))
-			}
+		touched := failed != nil && (replicasOf(failed) > 0 || failed.Status.Replicas > 0)
+		if !touched && ss.Step != routingv1alpha1.ShardStepRollingBack {
+			// Never touched, or rolled back already.
 			if ss.Step == routingv1alpha1.ShardStepRolledBack {
 				back = append(back, shard.Name)
 			}
@@ -54,6 +51,16 @@ func (p *planner) handleFailure() {
 		target := p.lastServed(shard.Name, failed)
 		if target == nil || !p.mayRun(target) {
 			stuck = append(stuck, shard.Name)
+			continue
+		}
+		if set.completeRS(target, shard.Replicas) {
+			// Back when the returning ReplicaSet alone serves the shard again: a revision that was
+			// superseded mid-step there is scaled away too, not left beside it.
+			if ss.Step == routingv1alpha1.ShardStepRollingBack {
+				p.stepTo(ss, routingv1alpha1.ShardStepRolledBack)
+				p.event(false, EventShardRolledBack, "shard %s is back on revision %s", shard.Name, revisionOf(target))
+			}
+			back = append(back, shard.Name)
 			continue
 		}
 		rolling = append(rolling, shard.Name)

@@ -39,8 +39,8 @@ const (
 	SuspendJob ActionKind = "SuspendJob"
 	// AdoptReplicaSet adds a controller reference to an orphaned ReplicaSet (S-20).
 	AdoptReplicaSet ActionKind = "AdoptReplicaSet"
-	// MarkServed sets a ReplicaSet's schemagate.io/served-at annotation to Time: its revision
-	// alone and fully served the shard then. Rollbacks return a shard to the ReplicaSet that served
+	// MarkServed sets a ReplicaSet's schemagate.io/served-order annotation to Order: its revision
+	// serves the shard alone and fully, later than any other ReplicaSet of the shard did. Rollbacks return a shard to the ReplicaSet that served
 	// it last, and the annotation keeps that fact in the cluster, so a lost status write cannot
 	// change the outcome (S-17).
 	MarkServed ActionKind = "MarkServed"
@@ -56,8 +56,8 @@ type Action struct {
 	Replicas int32
 	// Job is the Job to create, or the observed Job to suspend.
 	Job *batchv1.Job
-	// Time is the served-at time for MarkServed.
-	Time time.Time
+	// Order is the served-order for MarkServed.
+	Order int64
 	// Note says why, for logs and golden tests.
 	Note string
 }

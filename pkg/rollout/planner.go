@@ -81,6 +81,9 @@ type planner struct {
 	mismatch map[string]string
 	// mismatchReason[shard] is NameConflict or TemplateMismatch.
 	mismatchReason map[string]string
+	// untrusted are ReplicaSets that carry the update revision's name but another template: never
+	// scaled up, never the serving set, never a rollback target.
+	untrusted map[*appsv1.ReplicaSet]bool
 	// stepped records the shards whose ReplicaSets a rolling step or a rollback already acted on in
 	// this reconcile; resize leaves them alone.
 	stepped map[string]bool
@@ -117,6 +120,7 @@ func newPlanner(o Observed) *planner {
 		mismatch:       map[string]string{},
 		mismatchReason: map[string]string{},
 		stepped:        map[string]bool{},
+		untrusted:      map[*appsv1.ReplicaSet]bool{},
 		status:         rsvc.Status.DeepCopy(),
 	}
 	for _, rs := range o.ReplicaSets {
@@ -172,8 +176,19 @@ func newPlanner(o Observed) *planner {
 	}
 	for _, shard := range rsvc.Spec.Shards {
 		// Steps describe the update revision; a new one starts every shard at Pending.
-		if ss := p.shardStatus(shard.Name); ss.StepRevision != p.update {
+		ss := p.shardStatus(shard.Name)
+		if ss.StepRevision != p.update {
 			ss.StepRevision, ss.Step, ss.StepStartTime = p.update, routingv1alpha1.ShardStepPending, nil
+		}
+		// A Promoted step is believed only with evidence in the cluster: the shard is complete on
+		// the update revision now, or its ReplicaSet has served it. Otherwise one edit of status
+		// would roll every shard at once, unbaked (S-19).
+		if ss.Step == routingv1alpha1.ShardStepPromoted {
+			set := p.set(shard.Name)
+			rs := set.byRev[p.update]
+			if !set.complete(p.update, shard.Replicas) && (rs == nil || !hasServed(rs)) {
+				ss.Step, ss.StepStartTime = routingv1alpha1.ShardStepPending, nil
+			}
 		}
 	}
 	return p
@@ -199,6 +214,7 @@ func (p *planner) matchTemplates() {
 		if rs := set.byRev[p.update]; rs != nil {
 			if ok, diff := TemplateMatches(want, rs.Spec.Template); !ok {
 				delete(set.byRev, p.update)
+				p.untrusted[rs] = true
 				p.conflict(shard.Name, routingv1alpha1.ReasonTemplateMismatch, fmt.Sprintf("ReplicaSet %s is labelled revision %s but runs another pod template (%s); it is not counted as the revision: delete it and schemagate creates it again",
 					rs.Name, p.update, diff))
 			}
@@ -284,6 +300,21 @@ func (p *planner) sanitizeStatus() {
 	if f := p.status.Failure; f != nil && (f.Reason == "" || f.Revision == "") {
 		p.status.Failure = nil
 	}
+	// Only schemagate's five condition types, once each: they are all set on every reconcile, so
+	// no condition is left stamped with another generation (I4; found by FuzzCompute).
+	seen := map[string]bool{}
+	kept := p.status.Conditions[:0]
+	for _, c := range p.status.Conditions {
+		switch c.Type {
+		case routingv1alpha1.ConditionReady, routingv1alpha1.ConditionReconciling, routingv1alpha1.ConditionStalled,
+			routingv1alpha1.ConditionSchemaReady, routingv1alpha1.ConditionAvailable:
+			if !seen[c.Type] {
+				seen[c.Type] = true
+				kept = append(kept, c)
+			}
+		}
+	}
+	p.status.Conditions = kept
 }
 
 // newControl returns the value of a control annotation if it is new, recording it as handled.
@@ -344,20 +375,26 @@ func (p *planner) handleAbort() {
 		return
 	}
 	p.status.LastHandledAbort = token
-	// In progress: the update revision is not yet the stable one (a first rollout included: with no
-	// stable revision to return to, an abort halts it).
-	inProgress := p.status.StableRevision != p.update && !p.failed()
-	if !inProgress {
+	// In progress: the update revision is not yet the stable one (a first rollout included: with
+	// nothing served before, an abort halts it), and not already aborted. A revision halted by
+	// failurePolicy Halt is still in progress: an abort rolls it back.
+	aborted := p.failed() && p.status.Failure.Reason == routingv1alpha1.ReasonAborted
+	if p.status.StableRevision == p.update || aborted {
 		p.event(false, EventAbortIgnored, "abort %q: no rollout is in progress; nothing changed", token)
 		return
+	}
+	shard := ""
+	if p.failed() {
+		shard = p.status.Failure.Shard
 	}
 	p.status.Failure = &routingv1alpha1.RolloutFailure{
 		Revision: p.update,
 		Reason:   routingv1alpha1.ReasonAborted,
+		Shard:    shard,
 		Message:  fmt.Sprintf("the rollout of revision %s was aborted (%s=%q)", p.update, routingv1alpha1.AnnotationAbort, token),
 		Time:     metav1.Time{Time: p.now},
 	}
-	p.event(true, EventAborted, "%s; rolling back to stable revision %s", p.status.Failure.Message, p.status.StableRevision)
+	p.event(true, EventAborted, "%s; each shard it touched goes back to the revision that served it last", p.status.Failure.Message)
 }
 
 func (p *planner) setActivity(reason, message string) {

@@ -84,6 +84,13 @@ func (p *planner) promote() {
 			if ss.Step == routingv1alpha1.ShardStepProgressing {
 				progressed = p.since(ss.StepStartTime)
 			}
+			if p.promoteToken != "" && p.update != p.status.StableRevision && bake > 0 {
+				// A promote that waited (it came while paused, or before the shard was complete)
+				// ends the bake before it starts.
+				p.event(false, EventBakeSkipped, "promote %q: shard %s is promoted without its %s bake", p.promoteToken, shard.Name, bake)
+				p.promoteToken = ""
+				bake = 0
+			}
 			if p.update == p.status.StableRevision || bake == 0 {
 				p.stepTo(ss, routingv1alpha1.ShardStepPromoted)
 				p.event(false, EventShardPromoted, "shard %s promoted to revision %s", shard.Name, p.update)

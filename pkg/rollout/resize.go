@@ -14,7 +14,7 @@ import (
 // rolling (Resize). Available=False therefore always reports a shortage schemagate is acting on.
 func (p *planner) resize() {
 	for _, shard := range p.rsvc.Spec.Shards {
-		if p.stepped[shard.Name] || p.mismatch[shard.Name] != "" {
+		if p.stepped[shard.Name] {
 			continue
 		}
 		var live []*appsv1.ReplicaSet
@@ -26,6 +26,12 @@ func (p *planner) resize() {
 			}
 		}
 		if len(live) == 0 {
+			// Scaled to 0 earlier: the ReplicaSet that served the shard last serves it again.
+			if rs := p.lastServed(shard.Name, nil); rs != nil && shard.Replicas > 0 && p.mayRun(rs) {
+				p.act(Action{Kind: ScaleReplicaSet, ReplicaSet: rs, Replicas: shard.Replicas,
+					Note: fmt.Sprintf("shard %s asks for %d replicas: revision %s served it last", shard.Name, shard.Replicas, rs.Labels[LabelRevision])})
+				p.event(false, EventShardResized, "shard %s: replicas %d → %d, applied to revision %s, which served it last", shard.Name, max(0, p.storedReplicas(shard.Name)), shard.Replicas, rs.Labels[LabelRevision])
+			}
 			continue
 		}
 		out := Resize(p.budget(shard), cs)

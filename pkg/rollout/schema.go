@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"sort"
 	"strconv"
+	"strings"
 	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
@@ -19,6 +20,10 @@ import (
 // to fail a migration Job by itself before it declares the deadline exceeded on its own (S-04:
 // a pod that never starts must still end in bounded time).
 const migrationGrace = 10 * time.Second
+
+// podStopGrace bounds the wait for a migration attempt's pods to stop before the next attempt:
+// past it the RoutingService is Stalled, naming the Job whose pods do not stop (I3).
+const podStopGrace = 2 * time.Minute
 
 // conflictRecheck is how often a name held by another object is looked at again: such an object
 // may carry none of schemagate's labels, so no watch event says when it is gone.
@@ -121,6 +126,8 @@ func (p *planner) schemaGate() bool {
 	switch other := p.otherLiveMigration(required); {
 	case other != nil && (latest == nil || ended || !live(latest.job)):
 		p.waitForMigration(other, required, confirmed)
+	case latest == nil && p.failedJobGone(required):
+		p.afterVanishedAttempt(paused)
 	case latest == nil && paused:
 		st.MigrationJob, st.Attempt, st.StartTime, st.CompletionTime = "", 0, nil, nil
 		p.schemaCondition(metav1.ConditionFalse, routingv1alpha1.ReasonMigrationPending,
@@ -173,6 +180,15 @@ func (p *planner) afterFailedAttempt(latest *ownedJob, paused bool) {
 			p.event(false, EventMigrationSuspended, "%s: suspending migration Job %s so that its pods stop before attempt %d starts", why, latest.job.Name, next)
 		}
 		p.retryWaiting = true
+		if since := stopSince(latest.job); p.now.After(since.Add(podStopGrace)) {
+			// I3: a pod that never stops (stuck terminating on a lost node) must not make the
+			// wait endless: it is reported, and the retry still acts once the pods are gone.
+			p.failSchema(reason, fmt.Sprintf("%s; %s waits for the pods of migration Job %s to stop before attempt %d starts, and they have not stopped since %s (a pod stuck terminating? delete it, with --force if its node is gone)",
+				msg, why, latest.job.Name, next, since.UTC().Format(time.RFC3339)))
+			// No requeue: the Job's status (active, terminating) changes when its pods go, and
+			// that event wakes the reconciler.
+			return
+		}
 		p.schemaCondition(metav1.ConditionFalse, routingv1alpha1.ReasonMigrating,
 			fmt.Sprintf("%s: waiting for the pods of migration Job %s to stop before attempt %d starts", why, latest.job.Name, next))
 		p.requeueAt(p.now.Add(5 * time.Second))
@@ -206,12 +222,34 @@ func (p *planner) startMigration(attempt int32, note string, started func(name s
 	st := &p.status.Schema
 	required := p.rsvc.Spec.Schema.Version
 	job := NewMigrationJob(p.rsvc, schemaversion.Canonical(required), attempt)
+	if pod := p.strayMigrationPod(); pod != nil {
+		// A pod of a migration Job that is gone (deleted with its pods orphaned, or still
+		// terminating) may still be changing the database: two migrations never run at once.
+		p.retryWaiting = p.retry != ""
+		p.schemaCondition(metav1.ConditionFalse, routingv1alpha1.ReasonWaitingForMigration, fmt.Sprintf(
+			"pod %s of a migration Job that no longer exists is still %s; the migration to schema %s starts when it has ended, since two migrations never run at once",
+			pod.Name, podPhase(pod), required))
+		p.requeueAt(p.now.Add(5 * time.Second))
+		return
+	}
 	if holder := p.taken("Job", job.Name); holder != "" {
+		p.retryWaiting = p.retry != ""
 		p.failSchema(routingv1alpha1.ReasonNameConflict, fmt.Sprintf(
 			"migration Job %s/%s cannot be created: %s; schemagate never takes it as evidence; delete or rename it and the migration to schema %s starts",
 			p.rsvc.Namespace, job.Name, holder, required))
 		p.requeueAt(p.now.Add(conflictRecheck))
 		return
+	}
+	// S-15, S-19: any migration Job of this RoutingService with pods, even one that is not evidence
+	// (labels edited by hand, an earlier attempt), may still be migrating (found by FuzzCompute).
+	for _, j := range p.observed.Jobs {
+		if metav1.IsControlledBy(j, p.rsvc) && j.Labels[LabelComponent] == ComponentMigration && !stopped(j) {
+			p.schemaCondition(metav1.ConditionFalse, routingv1alpha1.ReasonWaitingForMigration, fmt.Sprintf(
+				"schema %s is required; migration Job %s still has pods, and two migrations never run at once: attempt %d starts when they are gone", required, j.Name, attempt))
+			p.retryWaiting = true
+			p.requeueAt(p.now.Add(5 * time.Second))
+			return
+		}
 	}
 	p.act(Action{Kind: CreateJob, Job: job, Note: note})
 	started(job.Name)
@@ -375,4 +413,91 @@ func stopped(j *batchv1.Job) bool {
 func (p *planner) migratingMessage(job string, attempt int32, cause string) string {
 	return fmt.Sprintf("migration Job %s (attempt %d) is bringing the schema to %s%s; no pod of revision %s runs until it succeeds",
 		job, attempt, p.rsvc.Spec.Schema.Version, cause, p.update)
+}
+
+// stopSince is when a migration Job was asked to stop (its Failed or Suspended condition), or its
+// creation when it says neither.
+func stopSince(j *batchv1.Job) time.Time {
+	since := j.CreationTimestamp.Time
+	for _, c := range j.Status.Conditions {
+		if (c.Type == batchv1.JobFailed || c.Type == batchv1.JobSuspended) && c.Status == corev1.ConditionTrue && c.LastTransitionTime.After(since) {
+			since = c.LastTransitionTime.Time
+		}
+	}
+	return since
+}
+
+// strayMigrationPod returns a migration pod of this RoutingService that may still run (not
+// Succeeded or Failed) and belongs to no migration Job it controls: its Job was deleted while the
+// pod lives on (orphaned, or still terminating).
+func (p *planner) strayMigrationPod() *corev1.Pod {
+	for _, pod := range p.pods {
+		if pod == nil || pod.Labels[LabelName] != p.rsvc.Name || pod.Labels[LabelComponent] != ComponentMigration ||
+			pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed {
+			continue
+		}
+		mine := false
+		for _, oj := range p.jobs {
+			if schemaversion.Equal(oj.version, pod.Labels[LabelSchemaVersion]) && pod.Labels[LabelAttempt] == strconv.Itoa(int(oj.attempt)) {
+				mine = true
+				break
+			}
+		}
+		if !mine {
+			return pod
+		}
+	}
+	return nil
+}
+
+func podPhase(pod *corev1.Pod) string {
+	if pod.DeletionTimestamp != nil {
+		return "terminating"
+	}
+	if pod.Status.Phase == "" {
+		return "pending"
+	}
+	return strings.ToLower(string(pod.Status.Phase))
+}
+
+// failedJobGone reports whether the stored status says the latest attempt for required failed (or
+// ran past its deadline) and that attempt's Job is gone (a ttlSecondsAfterFinished, a person).
+// Status is untrusted, but here it only holds back: believing it can never start a migration or
+// open the gate, and not believing it would re-run a failed migration in a loop under a TTL policy.
+func (p *planner) failedJobGone(required string) bool {
+	old := p.oldCondition(routingv1alpha1.ConditionSchemaReady)
+	prev := p.rsvc.Status.Schema
+	if old == nil || (old.Reason != routingv1alpha1.ReasonMigrationFailed && old.Reason != routingv1alpha1.ReasonMigrationDeadline) ||
+		!schemaversion.Equal(prev.RequiredVersion, required) || prev.Attempt < 1 || prev.MigrationJob == "" {
+		return false
+	}
+	for _, j := range p.observed.Jobs {
+		if j != nil && j.Name == prev.MigrationJob {
+			return false
+		}
+	}
+	return true
+}
+
+// afterVanishedAttempt handles a failed attempt whose Job is gone: still Stalled, and attempt n+1
+// only on a retry annotation (its template can no longer be compared).
+func (p *planner) afterVanishedAttempt(paused bool) {
+	old := p.oldCondition(routingv1alpha1.ConditionSchemaReady)
+	prev := p.rsvc.Status.Schema
+	required := p.rsvc.Spec.Schema.Version
+	msg := fmt.Sprintf("migration Job %s (attempt %d) to schema %s did not succeed and has since been deleted; it is not run again automatically (annotate %s to run attempt %d); revision %s does not start",
+		prev.MigrationJob, prev.Attempt, required, routingv1alpha1.AnnotationRetry, prev.Attempt+1, p.update)
+	switch {
+	case p.retry == "":
+		p.failSchema(old.Reason, msg)
+	case paused:
+		p.retryWaiting = true
+		p.failSchema(old.Reason, fmt.Sprintf("%s; retry %q starts it when spec.paused is false", msg, p.retry))
+	default:
+		why, gone := fmt.Sprintf("retry %q", p.retry), prev.MigrationJob
+		p.startMigration(prev.Attempt+1, fmt.Sprintf("%s of schema %s after %s (deleted)", why, required, gone), func(name string) {
+			p.event(false, EventMigrationRetried, "%s: migration Job %s replaces %s (which was deleted)", why, name, gone)
+			p.useRetry()
+		})
+	}
 }

@@ -2,6 +2,7 @@ package rollout
 
 import (
 	"fmt"
+	"strconv"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -9,80 +10,125 @@ import (
 	"github.com/schemagate/schemagate/pkg/schemaversion"
 )
 
-// annotationServedAt records on a ReplicaSet when its revision last served its shard alone and
-// fully (RFC 3339, seconds). It is how a rollback knows, from the cluster alone, where each shard
-// returns to (S-17); a ReplicaSet without it (or with a value that does not parse) never served.
-const annotationServedAt = "schemagate.io/served-at"
+// annotationServedOrder records on a ReplicaSet the order in which revisions served its shard
+// alone and fully: a decimal counter, higher is later, compared only within a shard. It is how a
+// rollback knows, from the cluster alone, where each shard returns to (S-17). A counter rather than
+// a time, so that no clock (a leader's clock that was ahead, a restored backup) can make a
+// ReplicaSet look later than the one serving now. A ReplicaSet without it (or with a value that is
+// not a number in 1..maxServedOrder) never served.
+const annotationServedOrder = "schemagate.io/served-order"
 
-// ServedAt returns a ReplicaSet's schemagate.io/served-at time, and false when it has none or the
-// value is not an RFC 3339 time (the annotation is untrusted input).
-func ServedAt(rs *appsv1.ReplicaSet) (time.Time, bool) {
-	v, ok := rs.Annotations[annotationServedAt]
+// maxServedOrder bounds the counter, so that a hand-edited value cannot overflow it.
+const maxServedOrder = 1_000_000_000_000
+
+// ServedOrder returns a ReplicaSet's schemagate.io/served-order, and false when it has none or the
+// value is out of range (the annotation is untrusted input).
+func ServedOrder(rs *appsv1.ReplicaSet) (int64, bool) {
+	v, ok := rs.Annotations[annotationServedOrder]
 	if !ok {
-		return time.Time{}, false
+		return 0, false
 	}
-	t, err := time.Parse(time.RFC3339, v)
-	return t, err == nil
+	n, err := strconv.ParseInt(v, 10, 64)
+	return n, err == nil && n >= 1 && n <= maxServedOrder
 }
 
-// SetServedAt sets rs's schemagate.io/served-at annotation to t.
-func SetServedAt(rs *appsv1.ReplicaSet, t time.Time) {
+// SetServedOrder sets rs's schemagate.io/served-order annotation to n.
+func SetServedOrder(rs *appsv1.ReplicaSet, n int64) {
 	if rs.Annotations == nil {
 		rs.Annotations = map[string]string{}
 	}
-	rs.Annotations[annotationServedAt] = t.UTC().Format(time.RFC3339)
+	rs.Annotations[annotationServedOrder] = strconv.FormatInt(n, 10)
 }
 
-// lastServed returns the ReplicaSet of shard, other than except, that served it last: the latest
-// served-at time, the newer ReplicaSet on a tie. When none of them carries the annotation
+// lastServed returns the ReplicaSet of shard, other than except, that served it last: the highest
+// served-order, the newer ReplicaSet on a tie. When none of them carries the annotation
 // (ReplicaSets made by a schemagate before it existed) it is the stable revision's, if any.
 func (p *planner) lastServed(shard string, except *appsv1.ReplicaSet) *appsv1.ReplicaSet {
 	var best *appsv1.ReplicaSet
-	var bestAt time.Time
+	var bestOrder int64
 	set := p.set(shard)
 	for _, rs := range set.all {
-		at, ok := ServedAt(rs)
-		if rs == except || !ok {
+		order, ok := ServedOrder(rs)
+		if rs == except || !ok || p.untrusted[rs] {
 			continue
 		}
-		if best == nil || at.After(bestAt) || (at.Equal(bestAt) && best.CreationTimestamp.Before(&rs.CreationTimestamp)) {
-			best, bestAt = rs, at
+		if best == nil || order > bestOrder || (order == bestOrder && best.CreationTimestamp.Before(&rs.CreationTimestamp)) {
+			best, bestOrder = rs, order
 		}
 	}
 	if best == nil {
-		if rs := set.byRev[p.status.StableRevision]; rs != nil && rs != except {
+		if rs := set.byRev[p.status.StableRevision]; rs != nil && rs != except && !p.untrusted[rs] {
 			return rs
 		}
 	}
 	return best
 }
 
-// markServed records, for each shard that one ReplicaSet serves alone and fully, that it does, when
-// it is not already the shard's last-served ReplicaSet. It writes once per shard and revision, when
-// the revision completes a shard (or when an older schemagate's ReplicaSets are first seen).
+// markServed records, for each shard that one ReplicaSet serves alone and fully, that it does,
+// when its served-order is not already above every other ReplicaSet's in the shard. It writes once
+// per shard and revision, when the revision completes a shard (or when an older schemagate's
+// ReplicaSets are first seen), so the steady state writes nothing.
 func (p *planner) markServed() {
 	for _, shard := range p.rsvc.Spec.Shards {
-		if shard.Replicas == 0 || p.mismatch[shard.Name] != "" {
+		if shard.Replicas == 0 {
 			continue
 		}
 		set := p.set(shard.Name)
 		for _, rs := range set.all {
-			if !set.completeRS(rs, shard.Replicas) {
+			if p.untrusted[rs] || !set.completeRS(rs, shard.Replicas) {
 				continue
 			}
-			if _, ok := ServedAt(rs); ok && p.lastServed(shard.Name, nil) == rs {
+			mine, marked := ServedOrder(rs)
+			highest := int64(0)
+			for _, other := range set.all {
+				if n, ok := ServedOrder(other); ok && other != rs && n > highest {
+					highest = n
+				}
+			}
+			if marked && mine > highest {
 				break
 			}
-			p.act(Action{Kind: MarkServed, ReplicaSet: rs, Time: p.now,
-				Note: fmt.Sprintf("revision %s serves shard %s alone, with all %d replicas available", rs.Labels[LabelRevision], shard.Name, shard.Replicas)})
+			note := fmt.Sprintf("revision %s serves shard %s alone, with all %d replicas available", rs.Labels[LabelRevision], shard.Name, shard.Replicas)
+			if highest < maxServedOrder {
+				p.act(Action{Kind: MarkServed, ReplicaSet: rs, Order: highest + 1, Note: note})
+				break
+			}
+			// An order at the bound (a hand edit): the serving ReplicaSet takes the bound and the
+			// others step below it, once.
+			p.act(Action{Kind: MarkServed, ReplicaSet: rs, Order: maxServedOrder, Note: note})
+			for _, other := range set.all {
+				if n, ok := ServedOrder(other); ok && other != rs && n >= maxServedOrder {
+					p.act(Action{Kind: MarkServed, ReplicaSet: other, Order: maxServedOrder - 1,
+						Note: fmt.Sprintf("shard %s: revision %s served before %s", shard.Name, other.Labels[LabelRevision], rs.Labels[LabelRevision])})
+				}
+			}
 			break
 		}
 	}
 }
 
+// hasServed reports whether rs carries a valid served-order.
+func hasServed(rs *appsv1.ReplicaSet) bool {
+	_, ok := ServedOrder(rs)
+	return ok
+}
+
 // mayRun reports whether the schema rs's revision requires is confirmed, so that its pods may run
-// (I1). Every scale-up of a ReplicaSet other than through the schema gate checks it.
+// (I1), and rs is not a ReplicaSet whose template does not match its revision. Every scale-up of a
+// ReplicaSet other than through the schema gate checks it.
 func (p *planner) mayRun(rs *appsv1.ReplicaSet) bool {
+	if p.untrusted[rs] {
+		return false
+	}
 	need := RequiredSchema(rs)
 	return need == "" || schemaversion.AtLeast(p.status.Schema.ConfirmedVersion, need)
+}
+
+// annotationServedAt and SetServedAt are kept for the fuzz corpus' generator only; served-order
+// replaced the time (a clock must not decide which revision served last).
+const annotationServedAt = annotationServedOrder
+
+// SetServedAt sets a served-order derived from t (seconds since the epoch, bounded).
+func SetServedAt(rs *appsv1.ReplicaSet, t time.Time) {
+	SetServedOrder(rs, min(max(t.Unix(), 1), maxServedOrder))
 }

@@ -107,7 +107,7 @@ func (w *world) reconcile() Plan {
 		case AdoptReplicaSet:
 			w.rss[a.ReplicaSet.Name].OwnerReferences = append(w.rss[a.ReplicaSet.Name].OwnerReferences, ControllerRef(w.rsvc))
 		case MarkServed:
-			SetServedAt(w.rss[a.ReplicaSet.Name], a.Time)
+			SetServedOrder(w.rss[a.ReplicaSet.Name], a.Order)
 		}
 	}
 	for _, e := range plan.Events {
