@@ -180,7 +180,7 @@ type RolloutStrategy struct {
 
 	// failurePolicy decides what a failed shard step does: Rollback returns each shard the failed
 	// revision touched, and only those, to the revision that last served it alone and fully
-	// (recorded on its ReplicaSet as schemagate.io/served-at); Halt stops and touches nothing more
+	// (recorded on its ReplicaSet as schemagate.io/served-order); Halt stops and touches nothing more
 	// (replica changes still apply). Default Rollback.
 	// +optional
 	// +kubebuilder:default=Rollback

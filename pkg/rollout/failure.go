@@ -15,7 +15,7 @@ import (
 //
 // Rollback changes only the shards the failed revision touched (its ReplicaSet there asks for or
 // still has pods), each back to the ReplicaSet that last served that shard alone and fully
-// (lastServed: the schemagate.io/served-at annotation, kept in the cluster, so a lost status write
+// (lastServed: the schemagate.io/served-order annotation, kept in the cluster, so a lost status write
 // changes nothing of the outcome). Shards the failed revision never reached keep what they serve
 // (scenario S-17): with v2 promoted in us-east and eu-west and baking in ap-south, a v3 that fails
 // in us-east returns us-east to v2 and changes nothing else. All touched shards roll back at once
