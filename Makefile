@@ -8,6 +8,8 @@ CONTROLLER_GEN := $(BIN)/controller-gen
 KUBECTL := $(BIN)/k8s/kubectl
 # Test timeout for the whole go test run (unit + envtest).
 TEST_TIMEOUT ?= 20m
+# How long `make fuzz` runs each fuzz target.
+FUZZTIME ?= 5m
 
 .PHONY: all
 all: build
@@ -48,6 +50,7 @@ envtest-assets: ## Build etcd, kube-apiserver and kubectl from source (cached un
 .PHONY: test
 test: manifests generate vet envtest-assets ## Unit tests and the envtest suite against a real kube-apiserver + etcd.
 	KUBEBUILDER_ASSETS=$(BIN)/k8s go test -timeout $(TEST_TIMEOUT) ./... -count=1
+	go test ./pkg/rollout/ -run '^$$' -fuzz '^FuzzCompute$$' -fuzztime 10s -fuzzminimizetime 5s
 
 .PHONY: cluster-binaries
 cluster-binaries: ## Build the local cluster's binaries from source (cached under bin/k8s).
@@ -64,6 +67,16 @@ demo: build cluster-binaries ## Watch a schema-gated three-region rollout on a l
 .PHONY: test-e2e
 test-e2e: build cluster-binaries ## End-to-end tests on the local cluster (real ReplicaSet, Job and scheduler controllers).
 	SCHEMAGATE_BIN=$(BIN) go test -tags e2e -timeout 20m ./test/e2e/ -count=1 -v
+
+.PHONY: fuzz
+fuzz: ## Fuzz the planner and the parsers longer: FUZZTIME=5m by default
+	@for pkg in $$(go list ./pkg/...); do \
+		list=$$(go test -list '^Fuzz' $$pkg) || exit 1; \
+		for fn in $$(echo "$$list" | grep '^Fuzz' || true); do \
+			echo "go test $$pkg -fuzz $$fn -fuzztime $(FUZZTIME)"; \
+			go test $$pkg -run '^$$' -fuzz "^$$fn\$$" -fuzztime $(FUZZTIME) || exit 1; \
+		done; \
+	done
 
 .PHONY: bench
 bench: ## Benchmarks of the rollout planner (prints a table).

@@ -1,0 +1,886 @@
+package rollout
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/ptr"
+
+	routingv1alpha1 "github.com/schemagate/schemagate/api/v1alpha1"
+	"github.com/schemagate/schemagate/pkg/schemaversion"
+)
+
+// FuzzCompute: status is untrusted input (scenario S-19), and so are the ReplicaSets, Jobs, Pods
+// and annotations the planner reads. On any of them Compute must not panic and must not open the
+// gate. Run longer with `make fuzz`, or
+//
+//	go test ./pkg/rollout/ -run '^$' -fuzz '^FuzzCompute$' -fuzztime 3m
+//
+// Inputs:
+//   - status: a RoutingServiceStatus as JSON, in which "@U", "@O1" and "@O2" stand for the update
+//     revision and two older revisions (old1: app:v0, old2: the fixture's app:v1 on schema 1); when
+//     it is not JSON of a status, its bytes drive a generator (fuzzStatus) instead;
+//   - cluster: bytes that drive a generator (fuzzCluster): the spec's variations and annotations,
+//     0-3 ReplicaSets per shard (the three of the spec, "mars" and ""), 0-3 migration Jobs, 0-3
+//     of their Pods and a name Conflict;
+//   - clock: the clock's offset from 2026-11-30T12:00:00Z, in seconds (±3 h), with milliseconds.
+//
+// Every generator field is one byte, read in declaration order (a slice: a count byte, modulo 4,
+// then its elements); missing bytes read as 0, so empty inputs are the fixture with nothing in
+// the cluster. The seed corpus is testdata/fuzz/FuzzCompute (see TestFuzzComputeSeedCorpus).
+//
+// Properties, checked on the plan and again on a second Compute from the first plan's status:
+//   - I1: no action creates a ReplicaSet unless spec.schema.version is confirmed, and none scales
+//     a ReplicaSet up whose RequiredSchema is above the highest confirmed version. Confirmed means
+//     by a Job the RoutingService controls (metav1.IsControlledBy), whose Complete condition is
+//     True and whose name is MigrationJobName(name, its schema-version label, its attempt label);
+//   - SchemaReady is True only when such a Job confirms a version >= spec.schema.version, and the
+//     stored status never changes SchemaReady's status (the same cluster with an empty status
+//     gives the same answer);
+//   - status.schema.confirmedVersion is never above what those Jobs confirm;
+//   - status.observedGeneration and every condition's observedGeneration are metadata.generation;
+//   - no migration Job is created while a Job the RoutingService controls and labels
+//     app.kubernetes.io/component=migration (what the reconciler lists), evidence or not, has
+//     active or terminating pods: two migrations never run at once (S-15);
+//   - only ReplicaSets the RoutingService controls (or adopts in the same plan) are scaled,
+//     deleted or marked served; only Jobs it controls are suspended; every action prints;
+//   - Compute does not modify its input.
+func FuzzCompute(f *testing.F) {
+	f.Add([]byte(nil), []byte(nil), int64(0))
+	f.Add([]byte(`{"shards":[{"name":"us-east","step":"Progressing","stepRevision":"@U"}]}`),
+		fuzzClusterSeed(func(c *fuzzCluster) { c.Jobs = []fuzzJob{{}} }), int64(0))
+	f.Fuzz(func(t *testing.T, status, cluster []byte, clock int64) {
+		o := fuzzObserved(status, cluster, clock)
+		before := deepCopyObserved(o)
+		plan := Compute(o)
+		if !reflect.DeepEqual(before, o) {
+			t.Fatalf("Compute modified its input")
+		}
+		checkFuzzPlan(t, "first Compute", o, plan)
+
+		// The stored status never decides the gate: the same cluster with an empty status.
+		empty := o
+		empty.RoutingService = o.RoutingService.DeepCopy()
+		empty.RoutingService.Status = routingv1alpha1.RoutingServiceStatus{}
+		if a, b := conditionStatus(plan.Status, routingv1alpha1.ConditionSchemaReady), conditionStatus(Compute(empty).Status, routingv1alpha1.ConditionSchemaReady); a != b {
+			t.Fatalf("SchemaReady is %q from the stored status and %q from an empty one: the stored status changed the gate", a, b)
+		}
+
+		// A second reconcile reads the status the first wrote, with the same cluster.
+		second := deepCopyObserved(o)
+		second.RoutingService.Status = *plan.Status.DeepCopy()
+		checkFuzzPlan(t, "second Compute", second, Compute(second))
+	})
+}
+
+// checkFuzzPlan checks FuzzCompute's properties on plan, computed from o.
+func checkFuzzPlan(t *testing.T, which string, o Observed, plan Plan) {
+	t.Helper()
+	rsvc := o.RoutingService
+	confirmed := fuzzConfirmed(rsvc, o.Jobs)
+	adopted := map[*appsv1.ReplicaSet]bool{}
+	for i, a := range plan.Actions {
+		_ = a.String()
+		switch a.Kind {
+		case CreateReplicaSet:
+			if !schemaversion.AtLeast(confirmed, rsvc.Spec.Schema.Version) {
+				t.Fatalf("%s: I1: action %d %s: spec.schema.version %q is not confirmed (confirmed %q)", which, i, a, rsvc.Spec.Schema.Version, confirmed)
+			}
+		case ScaleReplicaSet:
+			if need := RequiredSchema(a.ReplicaSet); a.Replicas > replicasOf(a.ReplicaSet) && need != "" && !schemaversion.AtLeast(confirmed, need) {
+				t.Fatalf("%s: I1: action %d %s scales up a ReplicaSet requiring schema %q (confirmed %q)", which, i, a, need, confirmed)
+			}
+		case CreateJob:
+			for _, j := range o.Jobs {
+				// Any migration Job the RoutingService controls, evidence or not. The reconciler
+				// lists migration Jobs by their component label (controllers/routingservice_observe.go):
+				// a Job without it is never observed.
+				if metav1.IsControlledBy(j, rsvc) && j.Labels[LabelComponent] == ComponentMigration && (j.Status.Active > 0 || ptr.Deref(j.Status.Terminating, 0) > 0) {
+					t.Fatalf("%s: action %d %s while migration Job %s has pods (active %d, terminating %d): two migrations at once",
+						which, i, a, j.Name, j.Status.Active, ptr.Deref(j.Status.Terminating, 0))
+				}
+			}
+		case SuspendJob:
+			if !metav1.IsControlledBy(a.Job, rsvc) {
+				t.Fatalf("%s: action %d %s: the Job is not controlled by the RoutingService", which, i, a)
+			}
+		case AdoptReplicaSet:
+			adopted[a.ReplicaSet] = true
+		}
+		switch a.Kind {
+		case ScaleReplicaSet, DeleteReplicaSet, MarkServed:
+			if !metav1.IsControlledBy(a.ReplicaSet, rsvc) && !adopted[a.ReplicaSet] {
+				t.Fatalf("%s: action %d %s: the ReplicaSet is not controlled by the RoutingService", which, i, a)
+			}
+		}
+	}
+	st := plan.Status
+	if c := meta.FindStatusCondition(st.Conditions, routingv1alpha1.ConditionSchemaReady); c != nil && c.Status == metav1.ConditionTrue &&
+		!schemaversion.AtLeast(confirmed, rsvc.Spec.Schema.Version) {
+		t.Fatalf("%s: SchemaReady=True (%s) but schema %q is not confirmed by a migration Job (confirmed %q)", which, c.Message, rsvc.Spec.Schema.Version, confirmed)
+	}
+	if v := st.Schema.ConfirmedVersion; v != "" && !schemaversion.AtLeast(confirmed, v) {
+		t.Fatalf("%s: status.schema.confirmedVersion %q, but migration Jobs confirm %q", which, v, confirmed)
+	}
+	if st.ObservedGeneration != rsvc.Generation {
+		t.Fatalf("%s: status.observedGeneration %d, generation %d", which, st.ObservedGeneration, rsvc.Generation)
+	}
+	for _, c := range st.Conditions {
+		if c.ObservedGeneration != rsvc.Generation {
+			t.Fatalf("%s: condition %s has observedGeneration %d, generation %d", which, c.Type, c.ObservedGeneration, rsvc.Generation)
+		}
+	}
+}
+
+// fuzzConfirmed is the highest schema version confirmed by a Job that counts as evidence (see
+// FuzzCompute), computed independently of the planner.
+func fuzzConfirmed(rsvc *routingv1alpha1.RoutingService, jobs []*batchv1.Job) string {
+	confirmed := ""
+	for _, j := range jobs {
+		attempt, err := strconv.ParseInt(j.Labels[LabelAttempt], 10, 32)
+		version := j.Labels[LabelSchemaVersion]
+		if err != nil || !metav1.IsControlledBy(j, rsvc) || j.Name != MigrationJobName(rsvc.Name, version, int32(attempt)) {
+			continue
+		}
+		for _, c := range j.Status.Conditions {
+			if c.Type == batchv1.JobComplete && c.Status == corev1.ConditionTrue && schemaversion.AtLeast(version, confirmed) {
+				confirmed = version
+			}
+		}
+	}
+	return confirmed
+}
+
+func conditionStatus(st routingv1alpha1.RoutingServiceStatus, conditionType string) metav1.ConditionStatus {
+	if c := meta.FindStatusCondition(st.Conditions, conditionType); c != nil {
+		return c.Status
+	}
+	return ""
+}
+
+func deepCopyObserved(o Observed) Observed {
+	out := o
+	out.RoutingService = o.RoutingService.DeepCopy()
+	out.ReplicaSets, out.Jobs, out.Pods = nil, nil, nil
+	for _, rs := range o.ReplicaSets {
+		out.ReplicaSets = append(out.ReplicaSets, rs.DeepCopy())
+	}
+	for _, j := range o.Jobs {
+		out.Jobs = append(out.Jobs, j.DeepCopy())
+	}
+	for _, p := range o.Pods {
+		out.Pods = append(out.Pods, p.DeepCopy())
+	}
+	out.Conflicts = append([]Conflict(nil), o.Conflicts...)
+	return out
+}
+
+// The generators. Each field is one byte choosing from a list (modulo its length); index 0 is
+// the fixture's value or the most ordinary one.
+
+// fuzzCluster shapes the RoutingService's spec and annotations and the cluster.
+type fuzzCluster struct {
+	Paused         bool
+	Image          uint8 // fuzzImages
+	Version        uint8 // spec.schema.version: fuzzVersions
+	MigrationImage uint8 // migrate:ok, migrate:fixed (a changed migration template)
+	Generation     uint8 // metadata.generation: 1 + n%4
+	Retry          uint8 // annotations: fuzzTokens
+	Abort          uint8
+	Promote        uint8
+	FailurePolicy  uint8 // Rollback, Halt, ""
+	MaxSurge       uint8 // fuzzSurges
+	MaxUnavailable uint8 // fuzzUnavailables
+	ShardReplicas  [3]uint8
+	// Shards are the ReplicaSets labelled for shards us-east, eu-west, ap-south, mars (not in the
+	// spec) and "".
+	Shards   [5][]fuzzRS
+	Jobs     []fuzzJob
+	Pods     []fuzzPod
+	Conflict uint8 // none, the migration Job's name (attempt 1, 2), us-east's or eu-west's ReplicaSet
+}
+
+type fuzzRS struct {
+	Revision       uint8 // label: update, old2, old1, legacy (the update's template under another name), ""
+	Template       uint8 // as schemagate builds it for its revision, another image
+	Owner          uint8 // ours, another RoutingService of the same name, none, ours being deleted, ours without controller: true
+	Name           uint8 // ReplicaSetName(name, shard, revision label), another name
+	Replicas       uint8 // spec.replicas 0-5, nil
+	StatusReplicas uint8 // 0-6
+	Available      uint8 // 0-6
+	Ready          uint8 // 0-6
+	Generation     uint8 // generation 1-3; observedGeneration lags by Stale%2
+	Stale          uint8
+	ServedAt       uint8 // schemagate.io/served-at (an older schemagate's): none, an hour ago, not a time, in an hour, now, ""
+	RequiresSchema uint8 // as built, "1", "2", "2.0", "x", "", absent, "3"
+	Created        uint8 // fuzzAges
+	ServedOrder    uint8 // schemagate.io/served-order: none, fuzzServedOrders
+}
+
+type fuzzJob struct {
+	Version      uint8 // schema-version label: fuzzJobVersions
+	Attempt      uint8 // attempt label: fuzzAttempts
+	Name         uint8 // MigrationJobName(labels), with the canonical version, with attempt+1, forged
+	Component    uint8 // migration, routing, none
+	Condition    uint8 // none, Complete, Failed, Complete=False, Complete+Failed, Failed+Complete=False, SuccessCriteriaMet
+	Active       uint8 // 0-2
+	Terminating  uint8 // nil, 0, 1
+	Suspend      uint8 // nil, false, true
+	Owner        uint8 // ours, another RoutingService of the same name, none, ours without controller: true
+	Created      uint8 // fuzzAges
+	Deadline     uint8 // as built (120 s), nil, 1 s, 86400 s
+	TemplateHash uint8 // as built, another, none
+	Times        uint8 // none, start and completion, completion only, start only
+}
+
+type fuzzPod struct {
+	Job     uint8 // whose labels (modulo the Jobs)
+	Labels  uint8 // the Job's, another name, another attempt
+	State   uint8 // running, unschedulable, image pull back-off, exited 1, last exit 137, creating, no statuses, init waiting
+	Message uint8 // fuzzMessages
+	Created uint8 // fuzzAges
+}
+
+// fuzzStatus generates a status when the status input is not JSON.
+type fuzzStatus struct {
+	ObservedGeneration uint8
+	Stable, Update     uint8 // fuzzRevisions
+	Failure            bool
+	FailureRevision    uint8
+	FailureReason      uint8 // "", ProgressDeadlineExceeded, Aborted, MigrationFailed, Weird
+	FailureShard       uint8 // fuzzShardNames
+	FailureTime        uint8 // fuzzTimes
+	LastAbort          uint8 // fuzzTokens
+	LastRetry          uint8
+	LastPromote        uint8
+	Required           uint8 // fuzzJobVersions
+	Confirmed          uint8
+	MigrationJob       uint8 // "", the attempt-1 name, forged
+	Attempt            uint8
+	StartTime          uint8 // fuzzTimes
+	CompletionTime     uint8
+	Shards             []fuzzShardStatus
+	Conditions         []fuzzCondition
+}
+
+type fuzzShardStatus struct {
+	Name          uint8 // fuzzShardNames
+	Step          uint8 // fuzzSteps
+	StepRevision  uint8 // fuzzRevisions
+	StepStartTime uint8 // fuzzTimes
+	Replicas      uint8
+	Revision      uint8 // fuzzRevisions
+}
+
+type fuzzCondition struct {
+	Type       uint8 // the five, Foo, ""
+	Status     uint8 // True, False, Unknown, ""
+	Reason     uint8
+	Generation uint8 // observedGeneration 0-3
+	Time       uint8 // fuzzTimes
+}
+
+var (
+	fuzzBase         = time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
+	fuzzImages       = []string{"app:v1", "app:v2", "app:broken"}
+	fuzzVersions     = []string{"1", "2", "2.0", "3", "x"}
+	fuzzJobVersions  = []string{"1", "2", "2.0", "x", "3", ""}
+	fuzzAttempts     = []string{"1", "2", "3", "0", "01", "-1", "x"}
+	fuzzTokens       = []string{"", "t1", "t2"}
+	fuzzShardNames   = []string{"us-east", "eu-west", "ap-south", "mars", ""}
+	fuzzAges         = []time.Duration{-time.Hour, -10 * time.Minute, -time.Minute, 0, time.Hour, -30 * time.Second, -365 * 24 * time.Hour}
+	fuzzSurges       = []*intstr.IntOrString{nil, ptr.To(intstr.FromInt32(0)), ptr.To(intstr.FromInt32(1)), ptr.To(intstr.FromString("50%")), ptr.To(intstr.FromString("200%")), ptr.To(intstr.FromString("x"))}
+	fuzzUnavailables = []*intstr.IntOrString{nil, ptr.To(intstr.FromInt32(0)), ptr.To(intstr.FromInt32(1)), ptr.To(intstr.FromString("100%")), ptr.To(intstr.FromInt32(5)), ptr.To(intstr.FromString("33%"))}
+	fuzzSteps        = []routingv1alpha1.ShardStep{routingv1alpha1.ShardStepPending, routingv1alpha1.ShardStepProgressing, routingv1alpha1.ShardStepBaking,
+		routingv1alpha1.ShardStepPromoted, routingv1alpha1.ShardStepFailed, routingv1alpha1.ShardStepRollingBack, routingv1alpha1.ShardStepRolledBack, "", "Bogus"}
+	fuzzServedOrders = []string{"1", "2", "3", "0", "-1", "", "x", "1000000000000", "1000000000001", "99999999999999999999", " 2"}
+	fuzzMessages     = []string{"", "boom", "%s %d %!x(MISSING) {{.}}", "\x00\xff\xfe invalid utf-8", string(bytes.Repeat([]byte("long "), 2000))}
+)
+
+// fuzzTime: nil, 5 s ago, 100 s ago, in an hour, the zero time, a year ago.
+func fuzzTime(b uint8) *metav1.Time {
+	switch b % 6 {
+	case 0:
+		return nil
+	case 1:
+		return &metav1.Time{Time: fuzzBase.Add(-5 * time.Second)}
+	case 2:
+		return &metav1.Time{Time: fuzzBase.Add(-100 * time.Second)}
+	case 3:
+		return &metav1.Time{Time: fuzzBase.Add(time.Hour)}
+	case 4:
+		return &metav1.Time{}
+	default:
+		return &metav1.Time{Time: fuzzBase.Add(-365 * 24 * time.Hour)}
+	}
+}
+
+func pick[T any](b uint8, xs []T) T { return xs[int(b)%len(xs)] }
+
+// fuzzRevs are the revisions the generators use: the update revision and two older ones.
+type fuzzRevs struct{ update, old1, old2 string }
+
+func (r fuzzRevs) pick(b uint8) string {
+	return pick(b, []string{r.update, r.old2, r.old1, "", "zzzzzzzzzz"})
+}
+
+var (
+	fuzzRevisionCache sync.Map // "image|version" → revision
+)
+
+func fuzzSpecWith(image, version string) *routingv1alpha1.RoutingService {
+	r := fixture()
+	r.Spec.Template.Spec.Containers[0].Image = image
+	r.Spec.Schema.Version = version
+	return r
+}
+
+func fuzzRevision(image, version string) string {
+	key := image + "|" + version
+	if v, ok := fuzzRevisionCache.Load(key); ok {
+		return v.(string)
+	}
+	r := fuzzSpecWith(image, version)
+	rev := Revision(&r.Spec)
+	fuzzRevisionCache.Store(key, rev)
+	return rev
+}
+
+// fuzzObserved builds the planner's input from FuzzCompute's.
+func fuzzObserved(statusIn, clusterIn []byte, clock int64) Observed {
+	var c fuzzCluster
+	decodeFuzz(clusterIn, &c)
+	rsvc := fixture()
+	rsvc.Spec.Paused = c.Paused
+	rsvc.Spec.Template.Spec.Containers[0].Image = pick(c.Image, fuzzImages)
+	rsvc.Spec.Schema.Version = pick(c.Version, fuzzVersions)
+	rsvc.Spec.Schema.Migration.Template.Spec.Containers[0].Image = pick(c.MigrationImage, []string{"migrate:ok", "migrate:fixed"})
+	rsvc.Generation = 1 + int64(c.Generation%4)
+	rsvc.Spec.Strategy.FailurePolicy = pick(c.FailurePolicy, []routingv1alpha1.FailurePolicy{routingv1alpha1.FailurePolicyRollback, routingv1alpha1.FailurePolicyHalt, ""})
+	rsvc.Spec.Strategy.MaxSurge = pick(c.MaxSurge, fuzzSurges)
+	rsvc.Spec.Strategy.MaxUnavailable = pick(c.MaxUnavailable, fuzzUnavailables)
+	for i := range rsvc.Spec.Shards {
+		rsvc.Spec.Shards[i].Replicas = pick(c.ShardReplicas[i], []int32{3, 0, 1, 5})
+	}
+	annotations := map[string]string{}
+	for key, b := range map[string]uint8{routingv1alpha1.AnnotationRetry: c.Retry, routingv1alpha1.AnnotationAbort: c.Abort, routingv1alpha1.AnnotationPromote: c.Promote} {
+		if token := pick(b, fuzzTokens); token != "" {
+			annotations[key] = token
+		}
+	}
+	if len(annotations) > 0 {
+		rsvc.Annotations = annotations
+	}
+
+	revs := fuzzRevs{update: Revision(&rsvc.Spec), old1: fuzzRevision("app:v0", "1"), old2: fuzzRevision("app:v1", "1")}
+	rsvc.Status = fuzzStatusFrom(statusIn, revs, rsvc)
+
+	seconds, millis := clock%(3*3600), (clock/(3*3600))%1000
+	o := Observed{RoutingService: rsvc, Now: fuzzBase.Add(time.Duration(seconds)*time.Second + time.Duration(millis)*time.Millisecond)}
+
+	other := rsvc.DeepCopy()
+	other.UID = types.UID("uid-other")
+	for s, rss := range c.Shards {
+		shardName := fuzzShardNames[s]
+		shard := routingv1alpha1.ShardSpec{Name: shardName, Replicas: 3}
+		if s < len(rsvc.Spec.Shards) {
+			shard = rsvc.Spec.Shards[s]
+		}
+		for i, f := range rss {
+			o.ReplicaSets = append(o.ReplicaSets, fuzzReplicaSet(rsvc, other, shard, f, revs, fmt.Sprintf("%d-%d", s, i)))
+		}
+	}
+	for i, f := range c.Jobs {
+		o.Jobs = append(o.Jobs, fuzzMigrationJob(rsvc, other, f, i))
+	}
+	for i, f := range c.Pods {
+		o.Pods = append(o.Pods, fuzzMigrationPod(rsvc, o.Jobs, f, i))
+	}
+	switch c.Conflict % 5 {
+	case 1:
+		o.Conflicts = []Conflict{{Kind: "Job", Name: MigrationJobName(rsvc.Name, schemaversion.Canonical(rsvc.Spec.Schema.Version), 1), Holder: "it exists with no controller"}}
+	case 2:
+		o.Conflicts = []Conflict{{Kind: "Job", Name: MigrationJobName(rsvc.Name, schemaversion.Canonical(rsvc.Spec.Schema.Version), 2), Holder: "it is being deleted"}}
+	case 3:
+		o.Conflicts = []Conflict{{Kind: "ReplicaSet", Name: ReplicaSetName(rsvc.Name, "us-east", revs.update), Holder: "it is controlled by Deployment x"}}
+	case 4:
+		o.Conflicts = []Conflict{{Kind: "ReplicaSet", Name: ReplicaSetName(rsvc.Name, "eu-west", revs.update), Holder: "it exists with no controller"}}
+	}
+	return o
+}
+
+func fuzzReplicaSet(rsvc, other *routingv1alpha1.RoutingService, shard routingv1alpha1.ShardSpec, f fuzzRS, revs fuzzRevs, id string) *appsv1.ReplicaSet {
+	from, rev := rsvc, revs.update
+	switch f.Revision % 5 {
+	case 1:
+		from, rev = fuzzSpecWith("app:v1", "1"), revs.old2
+	case 2:
+		from, rev = fuzzSpecWith("app:v0", "1"), revs.old1
+	case 3:
+		rev = "legacyrev0"
+	case 4:
+		from, rev = fuzzSpecWith("app:v0", "1"), ""
+	}
+	var replicas *int32
+	if n := f.Replicas % 7; n < 6 {
+		replicas = ptr.To(int32(n))
+	}
+	rs := NewReplicaSet(from, shard, rev, 0)
+	rs.Spec.Replicas = replicas
+	rs.UID = types.UID("rs-" + id)
+	if f.Template%2 == 1 {
+		rs.Spec.Template.Spec.Containers[0].Image = "app:evil"
+	}
+	if f.Name%2 == 1 {
+		rs.Name = ReplicaSetName(rsvc.Name, shard.Name, "other"+id)
+	}
+	switch f.Owner % 5 {
+	case 1:
+		rs.OwnerReferences = []metav1.OwnerReference{ControllerRef(other)}
+	case 2:
+		rs.OwnerReferences = nil
+	case 3:
+		rs.DeletionTimestamp = &metav1.Time{Time: fuzzBase}
+	case 4:
+		rs.OwnerReferences[0].Controller = nil
+	}
+	rs.Generation = 1 + int64(f.Generation%3)
+	rs.Status = appsv1.ReplicaSetStatus{
+		Replicas:           int32(f.StatusReplicas % 7),
+		AvailableReplicas:  int32(f.Available % 7),
+		ReadyReplicas:      int32(f.Ready % 7),
+		ObservedGeneration: rs.Generation - int64(f.Stale%2),
+	}
+	// Literal keys: the annotations are what a cluster may hold, whatever this schemagate reads.
+	if f.ServedAt%6 != 0 {
+		rs.Annotations["schemagate.io/served-at"] = []string{fuzzBase.Add(-time.Hour).Format(time.RFC3339), "yesterday",
+			fuzzBase.Add(time.Hour).Format(time.RFC3339), fuzzBase.Format(time.RFC3339), ""}[f.ServedAt%6-1]
+	}
+	if n := int(f.ServedOrder) % (len(fuzzServedOrders) + 1); n > 0 {
+		rs.Annotations["schemagate.io/served-order"] = fuzzServedOrders[n-1]
+	}
+	switch f.RequiresSchema % 8 {
+	case 1, 2, 3, 4, 5:
+		rs.Annotations[annotationSchemaVersion] = []string{"1", "2", "2.0", "x", ""}[f.RequiresSchema%8-1]
+	case 6:
+		delete(rs.Annotations, annotationSchemaVersion)
+	case 7:
+		rs.Annotations[annotationSchemaVersion] = "3"
+	}
+	rs.CreationTimestamp = metav1.Time{Time: fuzzBase.Add(pick(f.Created, fuzzAges))}
+	return rs
+}
+
+func fuzzMigrationJob(rsvc, other *routingv1alpha1.RoutingService, f fuzzJob, i int) *batchv1.Job {
+	version, attemptLabel := pick(f.Version, fuzzJobVersions), pick(f.Attempt, fuzzAttempts)
+	attempt, err := strconv.Atoi(attemptLabel)
+	if err != nil {
+		attempt = 1
+	}
+	j := NewMigrationJob(rsvc, version, int32(attempt))
+	j.Labels[LabelAttempt] = attemptLabel
+	j.UID = types.UID(fmt.Sprintf("job-%d", i))
+	switch f.Name % 4 {
+	case 1:
+		j.Name = MigrationJobName(rsvc.Name, schemaversion.Canonical(version), int32(attempt))
+	case 2:
+		j.Name = MigrationJobName(rsvc.Name, version, int32(attempt+1))
+	case 3:
+		j.Name = fmt.Sprintf("%s-schema-forged-%d", rsvc.Name, i)
+	}
+	switch f.Component % 3 {
+	case 1:
+		j.Labels[LabelComponent] = ComponentRouting
+	case 2:
+		delete(j.Labels, LabelComponent)
+	}
+	at := metav1.Time{Time: fuzzBase.Add(-time.Minute)}
+	complete := func(s corev1.ConditionStatus) batchv1.JobCondition {
+		return batchv1.JobCondition{Type: batchv1.JobComplete, Status: s, LastTransitionTime: at}
+	}
+	failed := batchv1.JobCondition{Type: batchv1.JobFailed, Status: corev1.ConditionTrue, Reason: pick(f.Condition, []string{"BackoffLimitExceeded", "DeadlineExceeded", ""}),
+		Message: pick(f.Condition, fuzzMessages)}
+	switch f.Condition % 7 {
+	case 1:
+		j.Status.Conditions = []batchv1.JobCondition{complete(corev1.ConditionTrue)}
+	case 2:
+		j.Status.Conditions = []batchv1.JobCondition{failed}
+	case 3:
+		j.Status.Conditions = []batchv1.JobCondition{complete(corev1.ConditionFalse)}
+	case 4:
+		j.Status.Conditions = []batchv1.JobCondition{complete(corev1.ConditionTrue), failed}
+	case 5:
+		j.Status.Conditions = []batchv1.JobCondition{failed, complete(corev1.ConditionFalse)}
+	case 6:
+		j.Status.Conditions = []batchv1.JobCondition{{Type: batchv1.JobSuccessCriteriaMet, Status: corev1.ConditionTrue}}
+	}
+	j.Status.Active = int32(f.Active % 3)
+	switch f.Terminating % 3 {
+	case 1:
+		j.Status.Terminating = ptr.To(int32(0))
+	case 2:
+		j.Status.Terminating = ptr.To(int32(1))
+	}
+	switch f.Suspend % 3 {
+	case 1:
+		j.Spec.Suspend = ptr.To(false)
+	case 2:
+		j.Spec.Suspend = ptr.To(true)
+	}
+	switch f.Owner % 4 {
+	case 1:
+		j.OwnerReferences = []metav1.OwnerReference{ControllerRef(other)}
+	case 2:
+		j.OwnerReferences = nil
+	case 3:
+		j.OwnerReferences[0].Controller = nil
+	}
+	j.CreationTimestamp = metav1.Time{Time: fuzzBase.Add(pick(f.Created, fuzzAges))}
+	switch f.Deadline % 4 {
+	case 1:
+		j.Spec.ActiveDeadlineSeconds = nil
+	case 2:
+		j.Spec.ActiveDeadlineSeconds = ptr.To(int64(1))
+	case 3:
+		j.Spec.ActiveDeadlineSeconds = ptr.To(int64(86400))
+	}
+	switch f.TemplateHash % 3 {
+	case 1:
+		j.Annotations[annotationMigrationTemplate] = "zzzzzzzzzz"
+	case 2:
+		delete(j.Annotations, annotationMigrationTemplate)
+	}
+	start, done := &metav1.Time{Time: j.CreationTimestamp.Add(time.Second)}, &metav1.Time{Time: fuzzBase.Add(-time.Minute)}
+	switch f.Times % 4 {
+	case 1:
+		j.Status.StartTime, j.Status.CompletionTime = start, done
+	case 2:
+		j.Status.CompletionTime = done
+	case 3:
+		j.Status.StartTime = start
+	}
+	return j
+}
+
+func fuzzMigrationPod(rsvc *routingv1alpha1.RoutingService, jobs []*batchv1.Job, f fuzzPod, i int) *corev1.Pod {
+	labels := map[string]string{LabelName: rsvc.Name, LabelSchemaVersion: "1", LabelAttempt: "1"}
+	if len(jobs) > 0 {
+		j := jobs[int(f.Job)%len(jobs)]
+		labels[LabelSchemaVersion], labels[LabelAttempt] = j.Labels[LabelSchemaVersion], j.Labels[LabelAttempt]
+	}
+	switch f.Labels % 3 {
+	case 1:
+		labels[LabelName] = "rs-b"
+	case 2:
+		labels[LabelAttempt] = "9"
+	}
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("migrate-%d", i), Namespace: rsvc.Namespace, Labels: labels,
+		CreationTimestamp: metav1.Time{Time: fuzzBase.Add(pick(f.Created, fuzzAges))}}}
+	msg := pick(f.Message, fuzzMessages)
+	cs := corev1.ContainerStatus{Name: "migrate"}
+	switch f.State % 8 {
+	case 0:
+		cs.State.Running = &corev1.ContainerStateRunning{}
+	case 1:
+		pod.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodScheduled, Status: corev1.ConditionFalse, Reason: "Unschedulable", Message: msg}}
+	case 2:
+		cs.State.Waiting = &corev1.ContainerStateWaiting{Reason: "ImagePullBackOff", Message: msg}
+	case 3:
+		cs.State.Terminated = &corev1.ContainerStateTerminated{ExitCode: 1, Reason: "Error", Message: msg}
+	case 4:
+		cs.LastTerminationState.Terminated = &corev1.ContainerStateTerminated{ExitCode: 137, Reason: "OOMKilled", Message: msg}
+	case 5:
+		cs.State.Waiting = &corev1.ContainerStateWaiting{Reason: "ContainerCreating"}
+	case 7:
+		pod.Status.InitContainerStatuses = []corev1.ContainerStatus{{Name: "init", State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "CreateContainerConfigError", Message: msg}}}}
+	}
+	if f.State%8 != 6 {
+		pod.Status.ContainerStatuses = []corev1.ContainerStatus{cs}
+	}
+	return pod
+}
+
+// fuzzStatusFrom decodes the status input as JSON (with the revision placeholders), or generates
+// a status from its bytes when it is not JSON of a status.
+func fuzzStatusFrom(in []byte, revs fuzzRevs, rsvc *routingv1alpha1.RoutingService) routingv1alpha1.RoutingServiceStatus {
+	if st, ok := fuzzStatusJSON(in, revs); ok {
+		return st
+	}
+	var st routingv1alpha1.RoutingServiceStatus
+	var g fuzzStatus
+	decodeFuzz(in, &g)
+	st.ObservedGeneration = int64(g.ObservedGeneration % 4)
+	st.StableRevision, st.UpdateRevision = revs.pick(g.Stable), revs.pick(g.Update)
+	if g.Failure {
+		st.Failure = &routingv1alpha1.RolloutFailure{
+			Revision: revs.pick(g.FailureRevision),
+			Reason:   pick(g.FailureReason, []string{"", routingv1alpha1.ReasonProgressDeadlineExceeded, routingv1alpha1.ReasonAborted, routingv1alpha1.ReasonMigrationFailed, "Weird"}),
+			Shard:    pick(g.FailureShard, fuzzShardNames),
+			Message:  "restored",
+		}
+		if t := fuzzTime(g.FailureTime); t != nil {
+			st.Failure.Time = *t
+		}
+	}
+	st.LastHandledAbort, st.LastHandledRetry, st.LastHandledPromote = pick(g.LastAbort, fuzzTokens), pick(g.LastRetry, fuzzTokens), pick(g.LastPromote, fuzzTokens)
+	st.Schema = routingv1alpha1.SchemaStatus{
+		RequiredVersion:  pick(g.Required, fuzzJobVersions),
+		ConfirmedVersion: pick(g.Confirmed, []string{"", "1", "2", "99", "x"}),
+		MigrationJob:     pick(g.MigrationJob, []string{"", MigrationJobName(rsvc.Name, schemaversion.Canonical(rsvc.Spec.Schema.Version), 1), "forged"}),
+		Attempt:          int32(g.Attempt%4) - 1,
+		StartTime:        fuzzTime(g.StartTime),
+		CompletionTime:   fuzzTime(g.CompletionTime),
+	}
+	for _, s := range g.Shards {
+		st.Shards = append(st.Shards, routingv1alpha1.ShardStatus{
+			Name:          pick(s.Name, fuzzShardNames),
+			Step:          pick(s.Step, fuzzSteps),
+			StepRevision:  revs.pick(s.StepRevision),
+			StepStartTime: fuzzTime(s.StepStartTime),
+			Replicas:      int32(s.Replicas % 6),
+			Revision:      revs.pick(s.Revision),
+		})
+	}
+	for _, c := range g.Conditions {
+		cond := metav1.Condition{
+			Type:               pick(c.Type, []string{routingv1alpha1.ConditionReady, routingv1alpha1.ConditionReconciling, routingv1alpha1.ConditionStalled, routingv1alpha1.ConditionSchemaReady, routingv1alpha1.ConditionAvailable, "Foo", ""}),
+			Status:             pick(c.Status, []metav1.ConditionStatus{metav1.ConditionTrue, metav1.ConditionFalse, metav1.ConditionUnknown, ""}),
+			Reason:             pick(c.Reason, []string{routingv1alpha1.ReasonSchemaConfirmed, routingv1alpha1.ReasonRolloutComplete, routingv1alpha1.ReasonMigrationFailed, ""}),
+			ObservedGeneration: int64(c.Generation % 4),
+			Message:            "restored",
+		}
+		if t := fuzzTime(c.Time); t != nil {
+			cond.LastTransitionTime = *t
+		}
+		st.Conditions = append(st.Conditions, cond)
+	}
+	return st
+}
+
+// fuzzStatusJSON decodes in as a status in JSON, "@U", "@O1" and "@O2" replaced by revisions.
+func fuzzStatusJSON(in []byte, revs fuzzRevs) (routingv1alpha1.RoutingServiceStatus, bool) {
+	var st routingv1alpha1.RoutingServiceStatus
+	doc := bytes.ReplaceAll(in, []byte("@U"), []byte(revs.update))
+	doc = bytes.ReplaceAll(doc, []byte("@O1"), []byte(revs.old1))
+	doc = bytes.ReplaceAll(doc, []byte("@O2"), []byte(revs.old2))
+	if len(bytes.TrimSpace(in)) == 0 || json.Unmarshal(doc, &st) != nil {
+		return routingv1alpha1.RoutingServiceStatus{}, false
+	}
+	return st, true
+}
+
+// decodeFuzz fills the generator struct v points to from b: one byte per uint8 or bool field, in
+// declaration order; a slice is a count byte (modulo 4) and its elements; missing bytes are 0.
+func decodeFuzz(b []byte, v any) {
+	var fill func(reflect.Value)
+	fill = func(v reflect.Value) {
+		next := func() byte {
+			if len(b) == 0 {
+				return 0
+			}
+			c := b[0]
+			b = b[1:]
+			return c
+		}
+		switch v.Kind() {
+		case reflect.Struct:
+			for i := 0; i < v.NumField(); i++ {
+				fill(v.Field(i))
+			}
+		case reflect.Array:
+			for i := 0; i < v.Len(); i++ {
+				fill(v.Index(i))
+			}
+		case reflect.Slice:
+			n := int(next() % 4)
+			v.Set(reflect.MakeSlice(v.Type(), n, n))
+			for i := 0; i < n; i++ {
+				fill(v.Index(i))
+			}
+		case reflect.Uint8:
+			v.SetUint(uint64(next()))
+		case reflect.Bool:
+			v.SetBool(next()&1 == 1)
+		default:
+			panic("decodeFuzz: unsupported field kind " + v.Kind().String())
+		}
+	}
+	fill(reflect.ValueOf(v).Elem())
+}
+
+// encodeFuzz is decodeFuzz's inverse, for writing seeds.
+func encodeFuzz(v any) []byte {
+	var out []byte
+	var walk func(reflect.Value)
+	walk = func(v reflect.Value) {
+		switch v.Kind() {
+		case reflect.Struct:
+			for i := 0; i < v.NumField(); i++ {
+				walk(v.Field(i))
+			}
+		case reflect.Array:
+			for i := 0; i < v.Len(); i++ {
+				walk(v.Index(i))
+			}
+		case reflect.Slice:
+			if v.Len() > 3 {
+				panic("encodeFuzz: a slice has at most 3 elements")
+			}
+			out = append(out, byte(v.Len()))
+			for i := 0; i < v.Len(); i++ {
+				walk(v.Index(i))
+			}
+		case reflect.Uint8:
+			out = append(out, byte(v.Uint()))
+		case reflect.Bool:
+			if v.Bool() {
+				out = append(out, 1)
+			} else {
+				out = append(out, 0)
+			}
+		default:
+			panic("encodeFuzz: unsupported field kind " + v.Kind().String())
+		}
+	}
+	walk(reflect.ValueOf(v).Elem())
+	// Trailing zero bytes decode the same as missing ones.
+	return bytes.TrimRight(out, "\x00")
+}
+
+func fuzzClusterSeed(edit func(*fuzzCluster)) []byte {
+	var c fuzzCluster
+	edit(&c)
+	return encodeFuzz(&c)
+}
+
+// fuzzSeed is one named input of the committed seed corpus.
+type fuzzSeed struct {
+	name    string
+	status  string
+	cluster func(*fuzzCluster)
+	clock   int64
+}
+
+// Cluster pieces for the seeds.
+var (
+	// v1Confirmed: attempt 1 of schema 1, ours, Complete.
+	v1Confirmed = fuzzJob{Condition: 1}
+	// updateServing: the update revision's ReplicaSet serving its shard, 3/3 available, served.
+	updateServing = fuzzRS{Replicas: 3, StatusReplicas: 3, Available: 3, Ready: 3, ServedOrder: 2}
+	// oldServing: old2 (the fixture's app:v1 on schema 1) serving its shard, served before.
+	oldServing = fuzzRS{Revision: 1, Replicas: 3, StatusReplicas: 3, Available: 3, Ready: 3, ServedOrder: 1}
+)
+
+// fuzzComputeSeeds are the committed seeds (testdata/fuzz/FuzzCompute/seed-*).
+func fuzzComputeSeeds() []fuzzSeed {
+	confirmed := func(c *fuzzCluster) { c.Jobs = []fuzzJob{v1Confirmed} }
+	usEastServing := func(c *fuzzCluster) {
+		confirmed(c)
+		c.Shards[0] = []fuzzRS{updateServing}
+	}
+	allServing := func(c *fuzzCluster) {
+		confirmed(c)
+		for i := 0; i < 3; i++ {
+			c.Shards[i] = []fuzzRS{updateServing}
+		}
+	}
+	v2Update := func(c *fuzzCluster) {
+		// app:v2 on schema 2 while app:v1 on schema 1 serves everywhere and only schema 1 is
+		// confirmed.
+		c.Image, c.Version = 1, 1
+		c.Jobs = []fuzzJob{v1Confirmed}
+		for i := 0; i < 3; i++ {
+			c.Shards[i] = []fuzzRS{oldServing}
+		}
+	}
+	return []fuzzSeed{
+		// The known crasher (S-19): a step that needs a start time has none, with the gate open.
+		{name: "progressing-without-start-time", status: `{"shards":[{"name":"us-east","step":"Progressing","stepRevision":"@U"}]}`, cluster: confirmed},
+		{name: "baking-without-start-time", status: `{"shards":[{"name":"us-east","step":"Baking","stepRevision":"@U"}]}`, cluster: usEastServing},
+		{name: "rollingback-without-start-time", status: `{"failure":{"revision":"@U","reason":"ProgressDeadlineExceeded","shard":"us-east","message":"m","time":"2026-11-30T11:00:00Z"},"shards":[{"name":"us-east","step":"RollingBack","stepRevision":"@U"}]}`,
+			cluster: func(c *fuzzCluster) { usEastServing(c); c.Shards[0] = append(c.Shards[0], oldServing) }},
+		{name: "baking-start-in-the-future", status: `{"shards":[{"name":"us-east","step":"Baking","stepRevision":"@U","stepStartTime":"2027-01-01T00:00:00Z"}]}`, cluster: usEastServing},
+		{name: "unknown-step", status: `{"shards":[{"name":"us-east","step":"Rolling","stepRevision":"@U","stepStartTime":"2026-11-30T11:59:00Z"},{"name":"eu-west","step":"","stepRevision":"@U"}]}`, cluster: usEastServing},
+		{name: "failure-of-unknown-revision", status: `{"stableRevision":"@O2","failure":{"revision":"nosuchrev0","reason":"ProgressDeadlineExceeded","shard":"us-east","message":"m"}}`, cluster: v2Update},
+		{name: "failure-of-update-in-unknown-shard", status: `{"stableRevision":"@O2","failure":{"revision":"@U","reason":"ProgressDeadlineExceeded","shard":"mars","message":"m"},"shards":[{"name":"mars","step":"Failed","stepRevision":"@U"}]}`, cluster: v2Update},
+		{name: "failure-without-reason", status: `{"failure":{"revision":"@U","shard":"us-east"}}`, cluster: usEastServing},
+		{name: "shard-not-in-spec", status: `{"shards":[{"name":"mars","step":"Promoted","stepRevision":"@U","stepStartTime":"2026-11-30T11:00:00Z"},{"name":"us-east","step":"Promoted","stepRevision":"@U","stepStartTime":"2026-11-30T11:00:00Z"},{"name":"us-east","step":"Baking","stepRevision":"@U"}]}`,
+			cluster: func(c *fuzzCluster) { allServing(c); c.Shards[3] = []fuzzRS{updateServing} }},
+		{name: "forged-schema-status", status: `{"schema":{"requiredVersion":"2","confirmedVersion":"99","migrationJob":"rs-a-schema-forged-1","attempt":1},"conditions":[{"type":"SchemaReady","status":"True","reason":"SchemaConfirmed","message":"restored","lastTransitionTime":"2026-11-30T11:00:00Z","observedGeneration":1}],"shards":[{"name":"us-east","step":"Progressing","stepRevision":"@U","stepStartTime":"2026-11-30T11:59:00Z"}]}`, cluster: v2Update},
+		// Conditions of a type schemagate does not set, and a duplicate, from another generation.
+		{name: "stale-and-duplicate-conditions", status: `{"conditions":[{"type":"Progressing","status":"True","reason":"Old","message":"restored","lastTransitionTime":"2026-11-30T11:00:00Z","observedGeneration":0},{"type":"Ready","status":"True","reason":"RolloutComplete","message":"restored","lastTransitionTime":"2026-11-30T11:00:00Z","observedGeneration":1},{"type":"Ready","status":"False","reason":"Old","message":"restored","lastTransitionTime":"2026-11-30T11:00:00Z","observedGeneration":0}]}`,
+			cluster: func(c *fuzzCluster) { allServing(c); c.Generation = 2 }},
+		{name: "foreign-evidence", status: `{}`, cluster: func(c *fuzzCluster) {
+			v2Update(c)
+			// Schema 2 "confirmed" by a Job of another RoutingService of the same name, schema 3 by a
+			// forged name; both keep the gate shut.
+			c.Jobs = []fuzzJob{v1Confirmed, {Version: 1, Condition: 1, Owner: 1}, {Version: 4, Condition: 1, Name: 3}}
+		}},
+		// Schema 1's migration still runs, its Job's labels edited by hand (its name no longer
+		// matches them, so it is no evidence): schema 2's migration must wait for its pods.
+		{name: "running-migration-with-edited-labels", status: `{}`, cluster: func(c *fuzzCluster) {
+			v2Update(c)
+			c.Jobs = append(c.Jobs, fuzzJob{Attempt: 1, Name: 2, Active: 1})
+		}},
+		{name: "steady", status: `{"stableRevision":"@U","updateRevision":"@U","observedGeneration":1,"shards":[{"name":"us-east","step":"Promoted","stepRevision":"@U","stepStartTime":"2026-11-30T11:00:00Z"},{"name":"eu-west","step":"Promoted","stepRevision":"@U","stepStartTime":"2026-11-30T11:00:00Z"},{"name":"ap-south","step":"Promoted","stepRevision":"@U","stepStartTime":"2026-11-30T11:00:00Z"}]}`, cluster: allServing},
+		{name: "orphans-and-annotations", status: `{"stableRevision":"@O2"}`, cluster: func(c *fuzzCluster) {
+			v2Update(c)
+			c.Retry, c.Abort, c.Promote = 1, 1, 1
+			c.Shards[0] = []fuzzRS{{Revision: 1, Owner: 2, Replicas: 3, StatusReplicas: 3, Available: 3, ServedAt: 2}, {Replicas: 1, StatusReplicas: 1, ServedAt: 3, ServedOrder: 9, RequiresSchema: 6}}
+			c.Shards[1] = []fuzzRS{{Revision: 3, Replicas: 2, StatusReplicas: 2, Available: 2, RequiresSchema: 2}}
+			c.Pods = []fuzzPod{{State: 3, Message: 2}, {State: 1}}
+		}, clock: 5400},
+		{name: "migration-failed-retry-while-paused", status: `{"lastHandledRetry":"t2"}`, cluster: func(c *fuzzCluster) {
+			v2Update(c)
+			c.Paused, c.Retry = true, 1
+			c.Jobs = append(c.Jobs, fuzzJob{Version: 1, Condition: 2, Active: 1, Terminating: 2})
+			c.Pods = []fuzzPod{{Job: 1, State: 2, Message: 2}}
+		}},
+		{name: "generator-status", status: "\x01\x02\x03\x01\x01\x04\x01\x03\x01\x02\x03\x01\x03\x01\x00\x03\x04\x03\x00\x01\x03\x01\x02\x08\x00\x04\x05\x03\x05\x01\x02\x04\x03", cluster: usEastServing, clock: -7200},
+	}
+}
+
+// TestFuzzComputeSeedCorpus checks that every committed seed runs, and with
+// SCHEMAGATE_WRITE_FUZZ_SEEDS=1 (re)writes them to testdata/fuzz/FuzzCompute.
+func TestFuzzComputeSeedCorpus(t *testing.T) {
+	write := os.Getenv("SCHEMAGATE_WRITE_FUZZ_SEEDS") == "1"
+	dir := filepath.Join("testdata", "fuzz", "FuzzCompute")
+	for _, s := range fuzzComputeSeeds() {
+		cluster := fuzzClusterSeed(s.cluster)
+		var c fuzzCluster
+		decodeFuzz(cluster, &c)
+		if again := encodeFuzz(&c); !bytes.Equal(again, cluster) {
+			t.Fatalf("seed %s: the cluster bytes do not round-trip: %q, %q", s.name, cluster, again)
+		}
+		file := fmt.Sprintf("go test fuzz v1\n[]byte(%q)\n[]byte(%q)\nint64(%d)\n", s.status, cluster, s.clock)
+		path := filepath.Join(dir, "seed-"+s.name)
+		if write {
+			if err := os.MkdirAll(dir, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(path, []byte(file), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		} else if got, err := os.ReadFile(path); err != nil || string(got) != file {
+			t.Errorf("%s is missing or stale: run SCHEMAGATE_WRITE_FUZZ_SEEDS=1 go test ./pkg/rollout/ -run TestFuzzComputeSeedCorpus", path)
+		}
+		if _, ok := fuzzStatusJSON([]byte(s.status), fuzzRevs{}); !ok && s.status != "" && s.status[0] == '{' {
+			t.Errorf("seed %s: its status is not JSON of a status", s.name)
+		}
+	}
+}
