@@ -3,7 +3,6 @@ package rollout
 import (
 	"fmt"
 	"strconv"
-	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 
@@ -120,15 +119,7 @@ func (p *planner) mayRun(rs *appsv1.ReplicaSet) bool {
 	if p.untrusted[rs] {
 		return false
 	}
+	// A ReplicaSet without the annotation (removed by hand) says nothing: it is never scaled up.
 	need := RequiredSchema(rs)
-	return need == "" || schemaversion.AtLeast(p.status.Schema.ConfirmedVersion, need)
-}
-
-// annotationServedAt and SetServedAt are kept for the fuzz corpus' generator only; served-order
-// replaced the time (a clock must not decide which revision served last).
-const annotationServedAt = annotationServedOrder
-
-// SetServedAt sets a served-order derived from t (seconds since the epoch, bounded).
-func SetServedAt(rs *appsv1.ReplicaSet, t time.Time) {
-	SetServedOrder(rs, min(max(t.Unix(), 1), maxServedOrder))
+	return need != "" && schemaversion.AtLeast(p.status.Schema.ConfirmedVersion, need)
 }
