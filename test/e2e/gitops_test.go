@@ -132,6 +132,15 @@ func TestGitOpsContract(t *testing.T) {
 		}
 		return nil
 	})
+	// Let the sampler see the stall too before it stops (it samples every 100 ms).
+	story.Eventually(t, 5*time.Second, "the sampler saw Failed", func() error {
+		mu.Lock()
+		defer mu.Unlock()
+		if seen[status.FailedStatus] == 0 {
+			return fmt.Errorf("samples %v", seen)
+		}
+		return nil
+	})
 	close(stop)
 	<-done
 	mu.Lock()
