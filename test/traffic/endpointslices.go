@@ -1,0 +1,65 @@
+package traffic
+
+import (
+	"context"
+	"net"
+	"strconv"
+	"sync"
+	"time"
+
+	discoveryv1 "k8s.io/api/discovery/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+// EndpointSliceBackends finds a region's ready backends in the EndpointSlices of a Service, as a
+// client without kube-proxy would: services maps each region to its Service's name in namespace.
+// Answers are cached for refresh (default 200 ms), so the generator's rate does not become the
+// API server's.
+func EndpointSliceBackends(c client.Reader, namespace string, services map[string]string, refresh time.Duration) Backends {
+	if refresh <= 0 {
+		refresh = 200 * time.Millisecond
+	}
+	type entry struct {
+		at    time.Time
+		addrs []string
+	}
+	var mu sync.Mutex
+	cache := map[string]entry{}
+	return func(ctx context.Context, region string) ([]string, error) {
+		mu.Lock()
+		e, ok := cache[region]
+		mu.Unlock()
+		if ok && time.Since(e.at) < refresh {
+			return e.addrs, nil
+		}
+		var list discoveryv1.EndpointSliceList
+		if err := c.List(ctx, &list, client.InNamespace(namespace), client.MatchingLabels{discoveryv1.LabelServiceName: services[region]}); err != nil {
+			return nil, err
+		}
+		addrs := ReadyAddresses(list.Items)
+		mu.Lock()
+		cache[region] = entry{at: time.Now(), addrs: addrs}
+		mu.Unlock()
+		return addrs, nil
+	}
+}
+
+// ReadyAddresses lists "ip:port" for every ready endpoint of the slices (the first port of each).
+func ReadyAddresses(slices []discoveryv1.EndpointSlice) []string {
+	var out []string
+	for _, s := range slices {
+		if len(s.Ports) == 0 || s.Ports[0].Port == nil {
+			continue
+		}
+		port := strconv.Itoa(int(*s.Ports[0].Port))
+		for _, ep := range s.Endpoints {
+			if ep.Conditions.Ready != nil && !*ep.Conditions.Ready {
+				continue
+			}
+			for _, a := range ep.Addresses {
+				out = append(out, net.JoinHostPort(a, port))
+			}
+		}
+	}
+	return out
+}

@@ -1,0 +1,271 @@
+// Package traffic is the test-only load generator of issue 9: it sends a bounded, steady rate of
+// HTTP requests per region over a fixed set of domains to each region's ready backends, found in
+// EndpointSlices as a client would (there is no kube-proxy here), and counts per second and per
+// region the answers: 200, 404, 5xx, connection errors (no ready backend counts as one), and which
+// revision answered (the X-Revision response header). It only ever sends to 127.0.0.0/8.
+package traffic
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"sort"
+	"strconv"
+	"sync"
+	"time"
+)
+
+// Backends returns the addresses ("127.0.0.7:8080") of a region's ready backends.
+type Backends func(ctx context.Context, region string) ([]string, error)
+
+// Options configure a Generator.
+type Options struct {
+	// Regions are the regions to send to, each at Rate requests per second.
+	Regions []string
+	// Rate is requests per second per region (default 20).
+	Rate int
+	// Domains are the Host headers, used in turn.
+	Domains []string
+	// Backends finds each region's ready backends (see EndpointSliceBackends).
+	Backends Backends
+	// Timeout bounds one request (default 1 s).
+	Timeout time.Duration
+}
+
+// Second is what one region answered in one second.
+type Second struct {
+	At        time.Time
+	Region    string
+	OK        int
+	NotFound  int
+	ServerErr int
+	ConnErr   int
+	// Revisions counts the X-Revision of the answers that came back (any status).
+	Revisions map[string]int
+}
+
+// Totals sum a region over the whole run.
+type Totals struct {
+	Requests, OK, NotFound, ServerErr, ConnErr int
+	// MaxGap is the longest time without a 200 while requests were being sent, in seconds.
+	MaxGap time.Duration
+	// Revisions counts who answered.
+	Revisions map[string]int
+}
+
+// Errors are the answers that are neither 200 nor 404.
+func (t Totals) Errors() int { return t.ServerErr + t.ConnErr }
+
+// Report is a finished run.
+type Report struct {
+	Regions []string
+	Totals  map[string]*Totals
+	Seconds []Second
+}
+
+// Generator sends requests until Stop.
+type Generator struct {
+	opts   Options
+	client *http.Client
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+
+	mu      sync.Mutex
+	start   time.Time
+	totals  map[string]*Totals
+	seconds map[string]map[int64]*Second
+	lastOK  map[string]time.Time
+}
+
+// Start begins sending. The context bounds the whole run.
+func Start(ctx context.Context, opts Options) *Generator {
+	if opts.Rate <= 0 {
+		opts.Rate = 20
+	}
+	if opts.Timeout <= 0 {
+		opts.Timeout = time.Second
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	g := &Generator{
+		opts:    opts,
+		client:  &http.Client{Timeout: opts.Timeout, Transport: &http.Transport{DisableKeepAlives: true, Proxy: nil}},
+		cancel:  cancel,
+		start:   time.Now(),
+		totals:  map[string]*Totals{},
+		seconds: map[string]map[int64]*Second{},
+		lastOK:  map[string]time.Time{},
+	}
+	for _, r := range opts.Regions {
+		g.totals[r] = &Totals{Revisions: map[string]int{}}
+		g.seconds[r] = map[int64]*Second{}
+		g.lastOK[r] = g.start
+		g.wg.Add(1)
+		go g.region(ctx, r)
+	}
+	return g
+}
+
+// Stop ends the run and returns its report.
+func (g *Generator) Stop() Report {
+	g.cancel()
+	g.wg.Wait()
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	now := time.Now()
+	rep := Report{Regions: append([]string(nil), g.opts.Regions...), Totals: g.totals}
+	for _, r := range g.opts.Regions {
+		if gap := now.Sub(g.lastOK[r]); gap > g.totals[r].MaxGap {
+			g.totals[r].MaxGap = gap
+		}
+		for _, s := range g.seconds[r] {
+			rep.Seconds = append(rep.Seconds, *s)
+		}
+	}
+	sort.Slice(rep.Seconds, func(i, j int) bool {
+		if !rep.Seconds[i].At.Equal(rep.Seconds[j].At) {
+			return rep.Seconds[i].At.Before(rep.Seconds[j].At)
+		}
+		return rep.Seconds[i].Region < rep.Seconds[j].Region
+	})
+	return rep
+}
+
+// Snapshot returns the totals so far (for a line per second in the demo).
+func (g *Generator) Snapshot() map[string]Totals {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	out := map[string]Totals{}
+	for r, t := range g.totals {
+		c := *t
+		c.Revisions = map[string]int{}
+		for k, v := range t.Revisions {
+			c.Revisions[k] = v
+		}
+		out[r] = c
+	}
+	return out
+}
+
+// region sends Rate requests per second to one region, one at a time on a ticker, round-robin over
+// its ready backends and the domains. A request that is due while the previous one is still out
+// is sent concurrently, so a slow backend does not lower the rate.
+func (g *Generator) region(ctx context.Context, region string) {
+	defer g.wg.Done()
+	tick := time.NewTicker(time.Second / time.Duration(g.opts.Rate))
+	defer tick.Stop()
+	var inflight sync.WaitGroup
+	defer inflight.Wait()
+	n := 0
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		n++
+		domain := ""
+		if len(g.opts.Domains) > 0 {
+			domain = g.opts.Domains[n%len(g.opts.Domains)]
+		}
+		inflight.Add(1)
+		go func(n int) {
+			defer inflight.Done()
+			code, rev := g.send(ctx, region, domain, n)
+			if ctx.Err() != nil && code == 0 {
+				return // the run ended, not the backend
+			}
+			g.record(region, code, rev)
+		}(n)
+	}
+}
+
+// send makes one request; code 0 is a connection error (or no ready backend).
+func (g *Generator) send(ctx context.Context, region, domain string, n int) (int, string) {
+	backends, err := g.opts.Backends(ctx, region)
+	if err != nil || len(backends) == 0 {
+		return 0, ""
+	}
+	addr := backends[n%len(backends)]
+	if err := loopbackOnly(addr); err != nil {
+		return 0, ""
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+"/", nil)
+	if err != nil {
+		return 0, ""
+	}
+	req.Host = domain
+	resp, err := g.client.Do(req)
+	if err != nil {
+		return 0, ""
+	}
+	defer resp.Body.Close()
+	_, _ = io.Copy(io.Discard, resp.Body)
+	return resp.StatusCode, resp.Header.Get("X-Revision")
+}
+
+func (g *Generator) record(region string, code int, rev string) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	now := time.Now()
+	t := g.totals[region]
+	sec := now.Unix()
+	s := g.seconds[region][sec]
+	if s == nil {
+		s = &Second{At: time.Unix(sec, 0), Region: region, Revisions: map[string]int{}}
+		g.seconds[region][sec] = s
+	}
+	t.Requests++
+	switch {
+	case code == http.StatusOK:
+		t.OK++
+		s.OK++
+		if gap := now.Sub(g.lastOK[region]); gap > t.MaxGap {
+			t.MaxGap = gap
+		}
+		g.lastOK[region] = now
+	case code == http.StatusNotFound:
+		t.NotFound++
+		s.NotFound++
+	case code == 0:
+		t.ConnErr++
+		s.ConnErr++
+	default:
+		t.ServerErr++
+		s.ServerErr++
+	}
+	if rev != "" {
+		t.Revisions[rev]++
+		s.Revisions[rev]++
+	}
+}
+
+// loopbackOnly refuses any address outside 127.0.0.0/8: tests never send traffic elsewhere.
+func loopbackOnly(addr string) error {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return err
+	}
+	ip := net.ParseIP(host)
+	if ip == nil || !ip.IsLoopback() || ip.To4() == nil {
+		return errors.New("traffic: refusing to send to " + addr + ": not in 127.0.0.0/8")
+	}
+	return nil
+}
+
+// Table writes a small table of the run: one row per region with requests, 200s, 404s, errors and
+// the longest time without a good answer.
+func (r Report) Table(w io.Writer, scenario string) {
+	fmt.Fprintf(w, "| scenario | region | requests | 200 | 404 | errors | max s without 200 | answered by |\n|---|---|---|---|---|---|---|---|\n")
+	for _, region := range r.Regions {
+		t := r.Totals[region]
+		var revs []string
+		for rev, n := range t.Revisions {
+			revs = append(revs, rev+"×"+strconv.Itoa(n))
+		}
+		sort.Strings(revs)
+		fmt.Fprintf(w, "| %s | %s | %d | %d | %d | %d | %.1f | %v |\n", scenario, region, t.Requests, t.OK, t.NotFound, t.Errors(), t.MaxGap.Seconds(), revs)
+	}
+}

@@ -1,0 +1,90 @@
+package traffic
+
+import (
+	"bytes"
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	discoveryv1 "k8s.io/api/discovery/v1"
+	"k8s.io/utils/ptr"
+)
+
+// Two regions, each with a real HTTP server on loopback: us-east answers 200 for a.example and 404
+// otherwise; eu-west is down for the first half of the run. The report counts what came back.
+func TestGeneratorCountsWhatAnswered(t *testing.T) {
+	east := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("X-Revision", "v1")
+		if r.Host != "a.example" {
+			w.WriteHeader(http.StatusNotFound)
+		}
+	}))
+	defer east.Close()
+	var up atomic.Bool
+	west := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !up.Load() {
+			w.WriteHeader(http.StatusServiceUnavailable)
+			return
+		}
+		w.Header().Set("X-Revision", "v2")
+	}))
+	defer west.Close()
+	backends := func(_ context.Context, region string) ([]string, error) {
+		if region == "us-east" {
+			return []string{strings.TrimPrefix(east.URL, "http://")}, nil
+		}
+		return []string{strings.TrimPrefix(west.URL, "http://")}, nil
+	}
+	g := Start(context.Background(), Options{Regions: []string{"us-east", "eu-west"}, Rate: 40, Domains: []string{"a.example", "b.example"}, Backends: backends})
+	time.Sleep(time.Second)
+	up.Store(true)
+	time.Sleep(time.Second)
+	rep := g.Stop()
+	e, w := rep.Totals["us-east"], rep.Totals["eu-west"]
+	if e.Requests < 60 || e.OK == 0 || e.NotFound == 0 || e.OK+e.NotFound != e.Requests || e.Revisions["v1"] != e.Requests {
+		t.Fatalf("us-east totals %+v", e)
+	}
+	if w.ServerErr == 0 || w.OK == 0 || w.MaxGap < 900*time.Millisecond || w.Revisions["v2"] != w.OK {
+		t.Fatalf("eu-west totals %+v", w)
+	}
+	var buf bytes.Buffer
+	rep.Table(&buf, "test")
+	if !strings.Contains(buf.String(), "| test | eu-west |") {
+		t.Fatalf("table:\n%s", buf.String())
+	}
+}
+
+func TestNeverSendsOutsideLoopback(t *testing.T) {
+	for _, addr := range []string{"10.0.0.1:80", "[::1]:80", "example.com:80", "192.168.1.1:8080"} {
+		if loopbackOnly(addr) == nil {
+			t.Errorf("%s accepted", addr)
+		}
+	}
+	if err := loopbackOnly("127.0.3.4:8080"); err != nil {
+		t.Fatal(err)
+	}
+	g := Start(context.Background(), Options{Regions: []string{"x"}, Rate: 20, Backends: func(context.Context, string) ([]string, error) {
+		return []string{"10.0.0.1:80"}, nil
+	}})
+	time.Sleep(300 * time.Millisecond)
+	if rep := g.Stop(); rep.Totals["x"].ConnErr == 0 || rep.Totals["x"].OK != 0 {
+		t.Fatalf("a non-loopback backend must count as a connection error, never be sent to: %+v", rep.Totals["x"])
+	}
+}
+
+func TestReadyAddresses(t *testing.T) {
+	s := discoveryv1.EndpointSlice{
+		Ports: []discoveryv1.EndpointPort{{Port: ptr.To(int32(8080))}},
+		Endpoints: []discoveryv1.Endpoint{
+			{Addresses: []string{"127.0.1.2"}, Conditions: discoveryv1.EndpointConditions{Ready: ptr.To(true)}},
+			{Addresses: []string{"127.0.1.3"}, Conditions: discoveryv1.EndpointConditions{Ready: ptr.To(false)}},
+		},
+	}
+	if got := ReadyAddresses([]discoveryv1.EndpointSlice{s}); len(got) != 1 || got[0] != "127.0.1.2:8080" {
+		t.Fatalf("ReadyAddresses = %v", got)
+	}
+}
