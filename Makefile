@@ -47,8 +47,12 @@ verify: manifests generate ## Fail when generated files are stale or Go files ar
 envtest-assets: ## Build etcd, kube-apiserver and kubectl from source (cached under bin/k8s).
 	hack/build-binaries.sh etcd kube-apiserver kubectl
 
+.PHONY: postgres
+postgres: ## Install PostgreSQL (Debian's postgresql package) when missing; tests start their own servers.
+	@hack/install-postgres.sh >/dev/null
+
 .PHONY: test
-test: manifests generate vet envtest-assets ## Unit tests and the envtest suite against a real kube-apiserver + etcd.
+test: manifests generate vet envtest-assets postgres ## Unit tests and the envtest suite against a real kube-apiserver + etcd.
 	KUBEBUILDER_ASSETS=$(BIN)/k8s go test -timeout $(TEST_TIMEOUT) ./... -count=1
 	go test ./pkg/rollout/ -run '^$$' -fuzz '^FuzzCompute$$' -fuzztime 10s -fuzzminimizetime 5s
 
