@@ -1,0 +1,139 @@
+// Command edge-router is schemagate's reference routing binary: a small HTTP router whose route
+// table lives in PostgreSQL, and the migrations that table needs.
+//
+//	edge-router serve   [flags]   answer requests by Host from the route table
+//	edge-router migrate [flags]   bring the database up to $SCHEMAGATE_SCHEMA_VERSION
+//
+// It documents how a schema-aware router should behave: it is not ready until the schema it needs
+// is in place, and it keeps serving its last good table when the database goes away. The flags
+// --check-schema=false and --cache-policy=fail-empty reproduce the binary of the original incident.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"strconv"
+	"syscall"
+	"time"
+)
+
+const usage = `usage: edge-router serve|migrate [flags]   (edge-router <command> -h lists the flags)`
+
+func main() {
+	if len(os.Args) < 2 {
+		fmt.Fprintln(os.Stderr, usage)
+		os.Exit(2)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+
+	var err error
+	switch os.Args[1] {
+	case "serve":
+		var cfg serveConfig
+		if cfg, err = parseServeFlags(os.Args[2:]); err == nil {
+			err = serve(ctx, cfg)
+		}
+	case "migrate":
+		var cfg migrateConfig
+		if cfg, err = parseMigrateFlags(os.Args[2:]); err == nil {
+			err = runMigrate(ctx, cfg, os.Stdout)
+		}
+	default:
+		err = fmt.Errorf("unknown command %q\n%s", os.Args[1], usage)
+	}
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "edge-router %s: %v\n", os.Args[1], err)
+		os.Exit(1)
+	}
+}
+
+// serveConfig is everything `serve` needs; tests build one directly.
+type serveConfig struct {
+	Listen      string
+	DatabaseURL string
+	Schema      int    // the schema version this binary reads: 1 or 2
+	CheckSchema bool   // /ready waits for that schema and a first load
+	CachePolicy string // policyFailEmpty or policyFailStatic
+	Refresh     time.Duration
+	CacheTTL    time.Duration
+	Revision    string
+	Region      string
+}
+
+const (
+	policyFailEmpty  = "fail-empty"
+	policyFailStatic = "fail-static"
+)
+
+func parseServeFlags(args []string) (serveConfig, error) {
+	var c serveConfig
+	fs := flag.NewFlagSet("serve", flag.ExitOnError)
+	fs.StringVar(&c.Listen, "listen", "", "address to serve on (default $POD_IP:8080, else 127.0.0.1:8080)")
+	fs.StringVar(&c.DatabaseURL, "database-url", "", "PostgreSQL URL (default $DATABASE_URL)")
+	fs.IntVar(&c.Schema, "schema", 1, "schema version this binary needs: 1 or 2")
+	fs.BoolVar(&c.CheckSchema, "check-schema", true, "/ready waits for the schema and a first route load; false reproduces the original binary")
+	fs.StringVar(&c.CachePolicy, "cache-policy", policyFailStatic, "on a failed or expired load: fail-empty (drop the table) or fail-static (keep the last good one)")
+	fs.DurationVar(&c.Refresh, "refresh", time.Second, "how often the route table is reloaded")
+	fs.DurationVar(&c.CacheTTL, "cache-ttl", 5*time.Second, "age after which fail-empty drops the table")
+	fs.StringVar(&c.Revision, "revision", "", "sent as X-Revision (default $REVISION)")
+	_ = fs.Parse(args)
+	c.Listen = orEnv(c.Listen, "POD_IP", ":8080", "127.0.0.1:8080")
+	c.DatabaseURL = orEnv(c.DatabaseURL, "DATABASE_URL", "", "")
+	c.Revision = orEnv(c.Revision, "REVISION", "", "")
+	c.Region = os.Getenv("REGION")
+
+	switch {
+	case c.DatabaseURL == "":
+		return c, fmt.Errorf("--database-url or DATABASE_URL is required")
+	case c.Schema != 1 && c.Schema != 2:
+		return c, fmt.Errorf("--schema must be 1 or 2, not %d", c.Schema)
+	case c.CachePolicy != policyFailEmpty && c.CachePolicy != policyFailStatic:
+		return c, fmt.Errorf("--cache-policy must be %s or %s, not %q", policyFailEmpty, policyFailStatic, c.CachePolicy)
+	case c.Refresh <= 0 || c.CacheTTL <= 0:
+		return c, fmt.Errorf("--refresh and --cache-ttl must be positive")
+	}
+	return c, nil
+}
+
+// migrateConfig is everything `migrate` needs; tests build one directly.
+type migrateConfig struct {
+	DatabaseURL string
+	Target      uint // from SCHEMAGATE_SCHEMA_VERSION, set by schemagate on the migration Job
+	Delay       time.Duration
+}
+
+func parseMigrateFlags(args []string) (migrateConfig, error) {
+	var c migrateConfig
+	fs := flag.NewFlagSet("migrate", flag.ExitOnError)
+	fs.StringVar(&c.DatabaseURL, "database-url", "", "PostgreSQL URL (default $DATABASE_URL)")
+	fs.DurationVar(&c.Delay, "delay", 0, "sleep this long before migrating (to make a migration slow in tests)")
+	_ = fs.Parse(args)
+	c.DatabaseURL = orEnv(c.DatabaseURL, "DATABASE_URL", "", "")
+
+	if c.DatabaseURL == "" {
+		return c, fmt.Errorf("--database-url or DATABASE_URL is required")
+	}
+	v := os.Getenv("SCHEMAGATE_SCHEMA_VERSION")
+	n, err := strconv.ParseUint(v, 10, 32)
+	if err != nil {
+		return c, fmt.Errorf("SCHEMAGATE_SCHEMA_VERSION must be a whole number, got %q", v)
+	}
+	c.Target = uint(n)
+	return c, nil
+}
+
+// orEnv returns flag if it was set, else $env followed by suffix if env is set, else def. (Env
+// values are not flag defaults so that -h never prints a database password.)
+func orEnv(flag, env, suffix, def string) string {
+	if flag != "" {
+		return flag
+	}
+	if v := os.Getenv(env); v != "" {
+		return v + suffix
+	}
+	return def
+}

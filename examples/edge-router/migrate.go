@@ -1,0 +1,95 @@
+package main
+
+import (
+	"context"
+	"embed"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"strings"
+	"time"
+
+	"github.com/golang-migrate/migrate/v4"
+	_ "github.com/golang-migrate/migrate/v4/database/pgx/v5" // registers pgx5://
+	"github.com/golang-migrate/migrate/v4/source/iofs"
+	"github.com/jackc/pgx/v5"
+)
+
+// The migrations are expand-only (no down files): a binary of the previous schema keeps working
+// on the next one, which is what lets schemagate migrate first and promote afterwards.
+//
+//go:embed migrations/*.sql
+var migrations embed.FS
+
+// migrateLock is a PostgreSQL advisory lock key held around "read the version, then migrate", so
+// that two migrators never interleave and one with an older target never sees a newer database
+// as "behind" (golang-migrate's Migrate(n) would go down to n).
+const migrateLock = 7261001
+
+// runMigrate brings the database up to cfg.Target and never down. It prints one line saying what
+// it did. A dirty database (a migration that failed half-way) is an error: it needs a human.
+func runMigrate(ctx context.Context, cfg migrateConfig, out io.Writer) error {
+	if cfg.Delay > 0 {
+		select {
+		case <-time.After(cfg.Delay):
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+
+	lock, err := pgx.Connect(ctx, pgURL(cfg.DatabaseURL))
+	if err != nil {
+		return fmt.Errorf("connect: %w", err)
+	}
+	defer lock.Close(context.Background())
+	if _, err := lock.Exec(ctx, "SELECT pg_advisory_lock($1)", migrateLock); err != nil {
+		return fmt.Errorf("take the migration lock: %w", err)
+	}
+
+	src, err := iofs.New(migrations, "migrations")
+	if err != nil {
+		return err
+	}
+	m, err := migrate.NewWithSourceInstance("iofs", src, migrateURL(cfg.DatabaseURL))
+	if err != nil {
+		return fmt.Errorf("open database: %w", err)
+	}
+	defer m.Close()
+
+	from, dirty, err := m.Version()
+	if errors.Is(err, migrate.ErrNilVersion) {
+		from, err = 0, nil
+	}
+	switch {
+	case err != nil:
+		return fmt.Errorf("read the schema version: %w", err)
+	case dirty:
+		return fmt.Errorf("database is dirty at version %d: a migration failed half-way; repair it by hand, then set schema_migrations.dirty = false", from)
+	case from >= cfg.Target:
+		fmt.Fprintf(out, "schema is at version %d, target %d: nothing to do (never migrating down)\n", from, cfg.Target)
+		return nil
+	}
+
+	if err := m.Migrate(cfg.Target); err != nil && !errors.Is(err, migrate.ErrNoChange) {
+		if errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("migrate from %d to %d: no migration %d is embedded in this binary", from, cfg.Target, cfg.Target)
+		}
+		return fmt.Errorf("migrate from %d to %d: %w", from, cfg.Target, err)
+	}
+	fmt.Fprintf(out, "migrated schema from version %d to %d\n", from, cfg.Target)
+	return nil
+}
+
+// migrateURL gives golang-migrate's pgx/v5 driver its scheme; pgURL gives pgx the usual one.
+func migrateURL(u string) string { return withScheme(u, "pgx5://") }
+func pgURL(u string) string      { return withScheme(u, "postgres://") }
+
+func withScheme(u, scheme string) string {
+	for _, s := range []string{"postgres://", "postgresql://", "pgx5://"} {
+		if rest, ok := strings.CutPrefix(u, s); ok {
+			return scheme + rest
+		}
+	}
+	return u
+}

@@ -1,0 +1,170 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log"
+	"math"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+)
+
+// routeQueries is what each schema version's binary selects. The schema-2 binary reads a column
+// that only migration 2 adds: on a schema-1 database its every load fails — the incident.
+var routeQueries = map[int]string{
+	1: `SELECT domain, upstream, '' FROM routes`,
+	2: `SELECT domain, upstream, region FROM routes`,
+}
+
+type route struct{ Upstream, Region string }
+
+// table is the router's view of the database: the route table it serves and the schema it saw.
+type table struct {
+	cfg serveConfig
+
+	mu          sync.RWMutex
+	routes      map[string]route
+	loadedAt    time.Time // last successful load; zero before the first
+	loadErrors  int
+	dbSchema    int // schema_migrations.version as last read; 0: no table or no row
+	dbDirty     bool
+	schemaKnown bool // dbSchema and dbDirty come from a successful read
+}
+
+// refresh checks the schema and reloads the routes, now and every cfg.Refresh, until ctx ends.
+func (t *table) refresh(ctx context.Context) {
+	tick := time.NewTicker(t.cfg.Refresh)
+	defer tick.Stop()
+	failing := false
+	for {
+		// Log the changes only: the first failure and the recovery, not every attempt.
+		err := t.reload(ctx)
+		switch {
+		case err != nil && !failing:
+			log.Printf("route load failed (retrying every %s): %v", t.cfg.Refresh, err)
+		case err == nil && failing:
+			log.Printf("route load succeeded again")
+		}
+		failing = err != nil
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+	}
+}
+
+// reload does one round on a fresh connection (so a restarted database is simply picked up again).
+func (t *table) reload(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, pgURL(t.cfg.DatabaseURL))
+	if err == nil {
+		defer conn.Close(context.Background())
+		t.readSchema(ctx, conn)
+		var routes map[string]route
+		if routes, err = load(ctx, conn, t.cfg.Schema); err == nil {
+			t.mu.Lock()
+			t.routes, t.loadedAt = routes, time.Now()
+			t.mu.Unlock()
+			return nil
+		}
+	}
+	t.mu.Lock()
+	t.loadErrors++
+	if t.cfg.CachePolicy == policyFailEmpty {
+		t.routes = nil // the incident's behaviour: a failed load leaves nothing to route with
+	}
+	t.mu.Unlock()
+	return err
+}
+
+func load(ctx context.Context, conn *pgx.Conn, schema int) (map[string]route, error) {
+	rows, err := conn.Query(ctx, routeQueries[schema])
+	if err != nil {
+		return nil, err
+	}
+	routes := map[string]route{}
+	var domain string
+	var r route
+	_, err = pgx.ForEachRow(rows, []any{&domain, &r.Upstream, &r.Region}, func() error {
+		routes[domain] = r
+		return nil
+	})
+	return routes, err
+}
+
+// readSchema records golang-migrate's version and dirty flag. A missing table means version 0.
+// Any other error leaves the last reading in place: a database outage is the cache policy's
+// business, not a reason to stop being ready.
+func (t *table) readSchema(ctx context.Context, conn *pgx.Conn) {
+	var version int
+	var dirty bool
+	err := conn.QueryRow(ctx, `SELECT version, dirty FROM schema_migrations LIMIT 1`).Scan(&version, &dirty)
+	var pgErr *pgconn.PgError
+	switch {
+	case errors.Is(err, pgx.ErrNoRows), errors.As(err, &pgErr) && pgErr.Code == "42P01": // undefined_table
+		version, dirty = 0, false
+	case err != nil:
+		return
+	}
+	t.mu.Lock()
+	t.dbSchema, t.dbDirty, t.schemaKnown = version, dirty, true
+	t.mu.Unlock()
+}
+
+// served is the table requests are answered from (the caller holds t.mu): under fail-empty,
+// nothing once it is older than the TTL; under fail-static, the last good table however old.
+func (t *table) served() map[string]route {
+	if t.cfg.CachePolicy == policyFailEmpty && time.Since(t.loadedAt) > t.cfg.CacheTTL {
+		return nil
+	}
+	return t.routes
+}
+
+func (t *table) lookup(host string) (route, bool) {
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	r, ok := t.served()[host]
+	return r, ok
+}
+
+// ageSeconds is how long ago the last successful load was (+Inf before the first).
+func (t *table) ageSeconds() float64 {
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	if t.loadedAt.IsZero() {
+		return math.Inf(1)
+	}
+	return time.Since(t.loadedAt).Seconds()
+}
+
+func (t *table) stats() (size, loadErrors, dbSchema int) {
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	return len(t.served()), t.loadErrors, t.dbSchema
+}
+
+// notReady says why /ready must refuse, or "" when it may succeed.
+func (t *table) notReady() string {
+	if !t.cfg.CheckSchema {
+		return "" // the original binary: ready as soon as it listens
+	}
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	switch {
+	case !t.schemaKnown:
+		return "database schema not read yet"
+	case t.dbDirty:
+		return fmt.Sprintf("database schema %d is dirty (a migration failed half-way)", t.dbSchema)
+	case t.dbSchema < t.cfg.Schema:
+		return fmt.Sprintf("database schema is %d, this binary needs %d", t.dbSchema, t.cfg.Schema)
+	case t.loadedAt.IsZero():
+		return "no route load has succeeded yet"
+	}
+	return ""
+}

@@ -1,0 +1,111 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"log"
+	"net"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+// server answers HTTP: /healthz, /ready, /metrics, and every other path by the request's Host.
+type server struct {
+	cfg      serveConfig
+	table    *table
+	registry *prometheus.Registry
+	requests *prometheus.CounterVec
+}
+
+func newServer(cfg serveConfig) *server {
+	s := &server{cfg: cfg, table: &table{cfg: cfg}, registry: prometheus.NewRegistry()}
+	s.requests = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "edge_router_requests_total", Help: "Routed requests by HTTP status code.",
+	}, []string{"code"})
+	s.requests.WithLabelValues("200")
+	s.requests.WithLabelValues("404")
+	s.registry.MustRegister(s.requests,
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "edge_router_routes", Help: "Routes in the table being served.",
+		}, func() float64 { n, _, _ := s.table.stats(); return float64(n) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "edge_router_route_table_age_seconds", Help: "Seconds since the last successful route load (+Inf before the first).",
+		}, s.table.ageSeconds),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "edge_router_route_load_errors_total", Help: "Failed route loads.",
+		}, func() float64 { _, n, _ := s.table.stats(); return float64(n) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "edge_router_database_schema_version", Help: "schema_migrations.version as last read (0: none).",
+		}, func() float64 { _, _, v := s.table.stats(); return float64(v) }),
+	)
+	return s
+}
+
+func (s *server) handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(s.registry, promhttp.HandlerOpts{}))
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
+	mux.HandleFunc("/ready", func(w http.ResponseWriter, _ *http.Request) {
+		if why := s.table.notReady(); why != "" {
+			http.Error(w, "not ready: "+why, http.StatusServiceUnavailable)
+			return
+		}
+		fmt.Fprintln(w, "ready")
+	})
+	mux.HandleFunc("/", s.route)
+	return mux
+}
+
+// route answers by Host: 200 naming the upstream, or 404 when the table has no route for it.
+func (s *server) route(w http.ResponseWriter, r *http.Request) {
+	host := strings.ToLower(r.Host)
+	if h, _, err := net.SplitHostPort(host); err == nil {
+		host = h
+	}
+	host = strings.TrimSuffix(host, ".")
+	if s.cfg.Revision != "" {
+		w.Header().Set("X-Revision", s.cfg.Revision)
+	}
+	if s.cfg.Region != "" {
+		w.Header().Set("X-Region", s.cfg.Region)
+	}
+	rt, ok := s.table.lookup(host)
+	if !ok {
+		s.requests.WithLabelValues("404").Inc()
+		http.Error(w, "no route for "+host, http.StatusNotFound)
+		return
+	}
+	s.requests.WithLabelValues("200").Inc()
+	if rt.Region != "" {
+		fmt.Fprintf(w, "%s -> %s (region %s)\n", host, rt.Upstream, rt.Region)
+	} else {
+		fmt.Fprintf(w, "%s -> %s\n", host, rt.Upstream)
+	}
+}
+
+// serve runs the refresh loop and the HTTP server until ctx ends (SIGTERM), then drains.
+func serve(ctx context.Context, cfg serveConfig) error {
+	s := newServer(cfg)
+	ln, err := net.Listen("tcp", cfg.Listen)
+	if err != nil {
+		return err
+	}
+	go s.table.refresh(ctx)
+	srv := &http.Server{Handler: s.handler(), ReadHeaderTimeout: 5 * time.Second}
+	log.Printf("edge-router serving on %s: revision %q, schema %d, check-schema %v, cache-policy %s, refresh %s, cache-ttl %s",
+		ln.Addr(), cfg.Revision, cfg.Schema, cfg.CheckSchema, cfg.CachePolicy, cfg.Refresh, cfg.CacheTTL)
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ln) }()
+	select {
+	case err := <-served:
+		return err
+	case <-ctx.Done():
+	}
+	drain, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	return srv.Shutdown(drain)
+}
