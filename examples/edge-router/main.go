@@ -62,6 +62,9 @@ type serveConfig struct {
 	CacheTTL    time.Duration
 	Revision    string
 	Region      string
+	// ShutdownDelay is how long the router keeps serving after SIGTERM while /ready fails, so
+	// that clients stop sending before it stops listening (endpoints are updated asynchronously).
+	ShutdownDelay time.Duration
 }
 
 const (
@@ -80,6 +83,7 @@ func parseServeFlags(args []string) (serveConfig, error) {
 	fs.DurationVar(&c.Refresh, "refresh", time.Second, "how often the route table is reloaded")
 	fs.DurationVar(&c.CacheTTL, "cache-ttl", 5*time.Second, "age after which fail-empty drops the table")
 	fs.StringVar(&c.Revision, "revision", "", "sent as X-Revision (default $REVISION)")
+	fs.DurationVar(&c.ShutdownDelay, "shutdown-delay", 2*time.Second, "after SIGTERM, keep serving this long with /ready failing before closing the listener")
 	_ = fs.Parse(args)
 	c.Listen = orEnv(c.Listen, "POD_IP", ":8080", "127.0.0.1:8080")
 	c.DatabaseURL = orEnv(c.DatabaseURL, "DATABASE_URL", "", "")

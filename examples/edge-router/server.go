@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -19,6 +20,7 @@ type server struct {
 	table    *table
 	registry *prometheus.Registry
 	requests *prometheus.CounterVec
+	draining atomic.Bool
 }
 
 func newServer(cfg serveConfig) *server {
@@ -50,6 +52,10 @@ func (s *server) handler() http.Handler {
 	mux.Handle("/metrics", promhttp.HandlerFor(s.registry, promhttp.HandlerOpts{}))
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
 	mux.HandleFunc("/ready", func(w http.ResponseWriter, _ *http.Request) {
+		if s.draining.Load() {
+			http.Error(w, "not ready: shutting down", http.StatusServiceUnavailable)
+			return
+		}
 		if why := s.table.notReady(); why != "" {
 			http.Error(w, "not ready: "+why, http.StatusServiceUnavailable)
 			return
@@ -105,6 +111,10 @@ func serve(ctx context.Context, cfg serveConfig) error {
 		return err
 	case <-ctx.Done():
 	}
+	// Drain: fail /ready and keep answering for ShutdownDelay, so the endpoints drop this pod
+	// before its listener closes (as a production router behind Kubernetes endpoints should).
+	s.draining.Store(true)
+	time.Sleep(cfg.ShutdownDelay)
 	drain, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	return srv.Shutdown(drain)
