@@ -14,7 +14,8 @@ import (
 // EndpointSliceBackends finds a region's ready backends in the EndpointSlices of a Service, as a
 // client without kube-proxy would: services maps each region to its Service's name in namespace.
 // Answers are cached for refresh (default 200 ms), so the generator's rate does not become the
-// API server's.
+// API server's; while the API server cannot be reached the last answer is kept (a client keeps the
+// endpoints it knows, as kube-proxy does), so an API outage is not counted as the routers' fault.
 func EndpointSliceBackends(c client.Reader, namespace string, services map[string]string, refresh time.Duration) Backends {
 	if refresh <= 0 {
 		refresh = 200 * time.Millisecond
@@ -34,6 +35,9 @@ func EndpointSliceBackends(c client.Reader, namespace string, services map[strin
 		}
 		var list discoveryv1.EndpointSliceList
 		if err := c.List(ctx, &list, client.InNamespace(namespace), client.MatchingLabels{discoveryv1.LabelServiceName: services[region]}); err != nil {
+			if ok {
+				return e.addrs, nil
+			}
 			return nil, err
 		}
 		addrs := ReadyAddresses(list.Items)
