@@ -36,6 +36,9 @@ func EndpointSliceBackends(c client.Reader, namespace string, services map[strin
 		var list discoveryv1.EndpointSliceList
 		if err := c.List(ctx, &list, client.InNamespace(namespace), client.MatchingLabels{discoveryv1.LabelServiceName: services[region]}); err != nil {
 			if ok {
+				mu.Lock()
+				cache[region] = entry{at: time.Now(), addrs: e.addrs}
+				mu.Unlock()
 				return e.addrs, nil
 			}
 			return nil, err
