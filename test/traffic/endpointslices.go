@@ -34,6 +34,8 @@ func EndpointSliceBackends(c client.Reader, namespace string, services map[strin
 			return e.addrs, nil
 		}
 		var list discoveryv1.EndpointSliceList
+		ctx, cancel := context.WithTimeout(ctx, time.Second)
+		defer cancel()
 		if err := c.List(ctx, &list, client.InNamespace(namespace), client.MatchingLabels{discoveryv1.LabelServiceName: services[region]}); err != nil {
 			if ok {
 				mu.Lock()
