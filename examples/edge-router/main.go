@@ -65,6 +65,11 @@ type serveConfig struct {
 	// ShutdownDelay is how long the router keeps serving after SIGTERM while /ready fails, so
 	// that clients stop sending before it stops listening (endpoints are updated asynchronously).
 	ShutdownDelay time.Duration
+	// CrashInRegion and CrashAfter reproduce a binary that fails under load in one region only
+	// (scenario R-3): when REGION equals CrashInRegion, the process exits 1 after CrashAfter
+	// routed requests. Empty: never.
+	CrashInRegion string
+	CrashAfter    int
 }
 
 const (
@@ -83,6 +88,8 @@ func parseServeFlags(args []string) (serveConfig, error) {
 	fs.DurationVar(&c.Refresh, "refresh", time.Second, "how often the route table is reloaded")
 	fs.DurationVar(&c.CacheTTL, "cache-ttl", 5*time.Second, "age after which fail-empty drops the table")
 	fs.StringVar(&c.Revision, "revision", "", "sent as X-Revision (default $REVISION)")
+	fs.StringVar(&c.CrashInRegion, "crash-in-region", "", "test aid: exit 1 under load when $REGION is this region")
+	fs.IntVar(&c.CrashAfter, "crash-after", 20, "with --crash-in-region: routed requests before the exit")
 	fs.DurationVar(&c.ShutdownDelay, "shutdown-delay", 2*time.Second, "after SIGTERM, keep serving this long with /ready failing before closing the listener")
 	_ = fs.Parse(args)
 	c.Listen = orEnv(c.Listen, "POD_IP", ":8080", "127.0.0.1:8080")

@@ -6,6 +6,7 @@ import (
 	"log"
 	"net"
 	"net/http"
+	"os"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -21,6 +22,7 @@ type server struct {
 	registry *prometheus.Registry
 	requests *prometheus.CounterVec
 	draining atomic.Bool
+	routed   atomic.Int64
 }
 
 func newServer(cfg serveConfig) *server {
@@ -78,6 +80,10 @@ func (s *server) route(w http.ResponseWriter, r *http.Request) {
 	}
 	if s.cfg.Region != "" {
 		w.Header().Set("X-Region", s.cfg.Region)
+	}
+	if s.cfg.CrashInRegion != "" && s.cfg.CrashInRegion == s.cfg.Region && s.routed.Add(1) > int64(s.cfg.CrashAfter) {
+		log.Printf("crashing under load in region %s, as --crash-in-region asks", s.cfg.Region)
+		os.Exit(1)
 	}
 	rt, ok := s.table.lookup(host)
 	if !ok {
