@@ -1,0 +1,209 @@
+package nodeagent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// runContainer runs container i until it stops for good under the pod's restartPolicy, or until
+// the pod is deleted: image lookup (ErrImagePull / ImagePullBackOff), configuration
+// (CreateContainerConfigError), the process, its probes, its exit, and restarts with back-off.
+func (p *pod) runContainer(i int) {
+	defer p.running.Done()
+	c := p.obj.Spec.Containers[i].DeepCopy() // containers are immutable but for image, which is ignored
+	pulls, backoffs, restarts := 0, 0, 0
+	for !p.stopping() {
+		exe, ok := p.prov.a.image(c.Image)
+		if !ok {
+			p.setWaiting(i, "ErrImagePull", fmt.Sprintf("image %q is not in the node agent's image table (nodeagent.Options.Images)", c.Image))
+			if !p.sleep(time.Second) {
+				return
+			}
+			pulls++
+			delay := p.prov.a.backoff(pulls)
+			p.setWaiting(i, "ImagePullBackOff", fmt.Sprintf("Back-off pulling image %q: not in the node agent's image table", c.Image))
+			p.event(corev1.EventTypeWarning, "Failed", fmt.Sprintf("Failed to pull image %q: not in the node agent's image table", c.Image))
+			if !p.sleep(delay) {
+				return
+			}
+			continue
+		}
+		proc, err := p.startContainer(i, c, exe, restarts)
+		var cfgErr *configError
+		switch {
+		case errors.As(err, &cfgErr):
+			p.setWaiting(i, "CreateContainerConfigError", err.Error())
+			p.event(corev1.EventTypeWarning, "Failed", "Error: "+err.Error())
+			if !p.sleep(p.prov.a.backoff(1)) {
+				return
+			}
+			continue
+		case err != nil:
+			t := now()
+			p.setTerminated(i, &corev1.ContainerStateTerminated{ExitCode: 128, Reason: "StartError", Message: err.Error(), StartedAt: t, FinishedAt: t})
+			p.event(corev1.EventTypeWarning, "Failed", fmt.Sprintf("Error: failed to start container %s: %v", c.Name, err))
+		default:
+			p.event(corev1.EventTypeNormal, "Started", "Started container "+c.Name)
+			ctx, cancel := context.WithCancel(context.Background())
+			go p.runProbes(ctx, i, c, proc)
+			<-proc.done
+			cancel()
+			p.setTerminated(i, &corev1.ContainerStateTerminated{
+				ExitCode: proc.exitCode, Reason: exitReason(proc.exitCode),
+				Message:     p.terminationMessage(c, restarts, proc.exitCode),
+				StartedAt:   metav1.NewTime(proc.started.Truncate(time.Second)),
+				FinishedAt:  metav1.NewTime(proc.finished.Truncate(time.Second)),
+				ContainerID: containerID(proc),
+			})
+			// A container that ran long enough without trouble starts its back-off afresh.
+			if proc.finished.Sub(proc.started) >= 2*p.prov.a.opts.BackoffMax {
+				backoffs = 0
+			}
+		}
+		if p.stopping() || !p.restarts(p.lastExitCode(i)) {
+			return
+		}
+		restarts++
+		backoffs++
+		delay := p.prov.a.backoff(backoffs)
+		p.setBackOff(i, restarts, fmt.Sprintf("back-off %s restarting failed container=%s pod=%s_%s(%s)", delay, c.Name, p.obj.Name, p.obj.Namespace, p.obj.UID))
+		p.event(corev1.EventTypeWarning, "BackOff", "Back-off restarting failed container "+c.Name)
+		if !p.sleep(delay) {
+			return
+		}
+	}
+}
+
+// startContainer starts run number run of container c as exe. The process is registered under
+// the pod's lock, so that a deletion beginning at the same moment either sees it or is seen.
+func (p *pod) startContainer(i int, c *corev1.Container, exe Executable, run int) (*process, error) {
+	dir := filepath.Join(p.dir, c.Name)
+	termLog := filepath.Join(dir, "termination-log")
+	// Each run starts with an empty termination message, as each new container does.
+	if err := os.WriteFile(termLog, nil, 0o600); err != nil {
+		return nil, err
+	}
+	p.mu.Lock()
+	pe := podEnv{pod: p.obj.DeepCopy(), podIP: p.ip, configMaps: p.prov.a.configMaps, secrets: p.prov.a.secrets}
+	p.mu.Unlock()
+	env, vars, err := pe.environment(c, exe, termLog)
+	if err != nil {
+		return nil, err
+	}
+	args, err := argv(c, exe, vars)
+	if err != nil {
+		return nil, err
+	}
+	proc, err := startProcess(args, env, dir, logFile(dir, run))
+	if err != nil {
+		return nil, err
+	}
+	p.mu.Lock()
+	p.procs[i], p.logIndex[i] = proc, run
+	deleting, grace := p.deleting, p.grace
+	s := &p.statuses[i]
+	s.State = corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: metav1.NewTime(proc.started.Truncate(time.Second))}}
+	s.ContainerID, s.ImageID = containerID(proc), "process://"+exe.Path
+	// Without a startup probe the container counts as started at once; without a readiness
+	// probe it is ready as soon as it has started (runProbes sets both otherwise).
+	*s.Started = c.StartupProbe == nil
+	s.Ready = c.StartupProbe == nil && c.ReadinessProbe == nil
+	p.mu.Unlock()
+	p.notify()
+	if deleting {
+		go proc.terminate(grace)
+	}
+	return proc, nil
+}
+
+// restarts reports whether a container that exited with code restarts under the pod's policy.
+func (p *pod) restarts(code int32) bool {
+	switch p.obj.Spec.RestartPolicy {
+	case corev1.RestartPolicyNever:
+		return false
+	case corev1.RestartPolicyOnFailure:
+		return code != 0
+	default:
+		return true
+	}
+}
+
+func (p *pod) lastExitCode(i int) int32 {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if t := p.statuses[i].State.Terminated; t != nil {
+		return t.ExitCode
+	}
+	return 0
+}
+
+func (p *pod) setWaiting(i int, reason, message string) {
+	p.mu.Lock()
+	s := &p.statuses[i]
+	s.State = corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: reason, Message: message}}
+	s.Ready, *s.Started = false, false
+	p.mu.Unlock()
+	p.notify()
+}
+
+func (p *pod) setTerminated(i int, t *corev1.ContainerStateTerminated) {
+	p.mu.Lock()
+	s := &p.statuses[i]
+	s.State = corev1.ContainerState{Terminated: t}
+	s.Ready, *s.Started = false, false
+	p.procs[i] = nil
+	p.mu.Unlock()
+	p.notify()
+}
+
+// setBackOff moves a terminated container to waiting for its restart, keeping its last state.
+func (p *pod) setBackOff(i, restarts int, message string) {
+	p.mu.Lock()
+	s := &p.statuses[i]
+	s.LastTerminationState = s.State
+	s.State = corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "CrashLoopBackOff", Message: message}}
+	s.RestartCount = int32(restarts)
+	p.mu.Unlock()
+	p.notify()
+}
+
+func (p *pod) setReady(i int, ready bool) {
+	p.mu.Lock()
+	changed := p.statuses[i].Ready != ready && p.statuses[i].State.Running != nil
+	if changed {
+		p.statuses[i].Ready = ready
+	}
+	p.mu.Unlock()
+	if changed {
+		p.notify()
+	}
+}
+
+func (p *pod) setStarted(i int) {
+	p.mu.Lock()
+	changed := !*p.statuses[i].Started && p.statuses[i].State.Running != nil
+	if changed {
+		*p.statuses[i].Started = true
+	}
+	p.mu.Unlock()
+	if changed {
+		p.notify()
+	}
+}
+
+func exitReason(code int32) string {
+	if code == 0 {
+		return "Completed"
+	}
+	return "Error"
+}
+
+func containerID(proc *process) string { return "process://" + strconv.Itoa(proc.pid()) }

@@ -1,0 +1,128 @@
+package nodeagent
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+)
+
+// statusLocked is the pod's status as the kubelet would report it. p.mu must be held.
+func (p *pod) statusLocked() corev1.PodStatus {
+	st := corev1.PodStatus{
+		Phase:  p.phaseLocked(),
+		HostIP: hostIP, HostIPs: []corev1.HostIP{{IP: hostIP}},
+		PodIP: p.ip, PodIPs: []corev1.PodIP{{IP: p.ip}},
+		StartTime:         &p.started,
+		QOSClass:          p.obj.Status.QOSClass,
+		ContainerStatuses: make([]corev1.ContainerStatus, len(p.statuses)),
+	}
+	for i := range p.statuses {
+		p.statuses[i].DeepCopyInto(&st.ContainerStatuses[i])
+	}
+	terminal := st.Phase == corev1.PodSucceeded || st.Phase == corev1.PodFailed
+	var unready []string
+	for _, s := range p.statuses {
+		if !s.Ready {
+			unready = append(unready, s.Name)
+		}
+	}
+	ready := corev1.PodCondition{Status: corev1.ConditionTrue}
+	switch {
+	case terminal:
+		ready = corev1.PodCondition{Status: corev1.ConditionFalse, Reason: "PodCompleted"}
+	case len(unready) > 0:
+		ready = corev1.PodCondition{Status: corev1.ConditionFalse, Reason: "ContainersNotReady",
+			Message: fmt.Sprintf("containers with unready status: [%s]", strings.Join(unready, " "))}
+	}
+	sandbox := corev1.ConditionTrue
+	if terminal {
+		sandbox = corev1.ConditionFalse
+	}
+	p.setCondition(corev1.PodCondition{Type: corev1.PodReadyToStartContainers, Status: sandbox})
+	p.setCondition(corev1.PodCondition{Type: corev1.PodInitialized, Status: corev1.ConditionTrue})
+	ready.Type = corev1.ContainersReady
+	p.setCondition(ready)
+	ready.Type = corev1.PodReady
+	p.setCondition(ready)
+	for _, t := range []corev1.PodConditionType{corev1.PodReadyToStartContainers, corev1.PodInitialized, corev1.ContainersReady, corev1.PodReady, corev1.PodScheduled} {
+		if c, ok := p.conds[t]; ok {
+			st.Conditions = append(st.Conditions, c)
+		}
+	}
+	// Conditions others set (DisruptionTarget, readiness gates) are kept as they were at creation.
+	var others []corev1.PodCondition
+	for t, c := range p.conds {
+		switch t {
+		case corev1.PodReadyToStartContainers, corev1.PodInitialized, corev1.ContainersReady, corev1.PodReady, corev1.PodScheduled:
+		default:
+			others = append(others, c)
+		}
+	}
+	sort.Slice(others, func(a, b int) bool { return others[a].Type < others[b].Type })
+	st.Conditions = append(st.Conditions, others...)
+	return st
+}
+
+// setCondition records c, keeping the last transition time while its status stays the same.
+func (p *pod) setCondition(c corev1.PodCondition) {
+	old, ok := p.conds[c.Type]
+	if ok && old.Status == c.Status {
+		c.LastTransitionTime = old.LastTransitionTime
+	} else {
+		c.LastTransitionTime = now()
+	}
+	p.conds[c.Type] = c
+}
+
+// phaseLocked follows the kubelet's getPhase: Pending while a container has not run yet, Running
+// while one runs or will restart, then Succeeded or Failed under the restart policy. A deleted
+// pod whose containers have all stopped is Succeeded only if every one of them exited 0.
+func (p *pod) phaseLocked() corev1.PodPhase {
+	var running, waiting, stopped, succeeded int
+	for _, s := range p.statuses {
+		switch {
+		case s.State.Running != nil:
+			running++
+		case s.State.Terminated != nil:
+			stopped++
+			if s.State.Terminated.ExitCode == 0 {
+				succeeded++
+			}
+		case s.LastTerminationState.Terminated != nil: // waiting to restart
+			stopped++
+			if s.LastTerminationState.Terminated.ExitCode == 0 {
+				succeeded++
+			}
+		default:
+			waiting++
+		}
+	}
+	if p.finished {
+		if waiting == 0 && stopped == succeeded {
+			return corev1.PodSucceeded
+		}
+		return corev1.PodFailed
+	}
+	switch {
+	case waiting > 0:
+		return corev1.PodPending
+	case running > 0:
+		return corev1.PodRunning
+	}
+	switch p.obj.Spec.RestartPolicy {
+	case corev1.RestartPolicyNever:
+		if stopped == succeeded {
+			return corev1.PodSucceeded
+		}
+		return corev1.PodFailed
+	case corev1.RestartPolicyOnFailure:
+		if stopped == succeeded {
+			return corev1.PodSucceeded
+		}
+		return corev1.PodRunning
+	default:
+		return corev1.PodRunning
+	}
+}
