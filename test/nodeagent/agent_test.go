@@ -27,10 +27,16 @@ var bg = context.Background()
 // httpClient talks to pods directly, never through a proxy.
 var httpClient = &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{Proxy: nil, DisableKeepAlives: true}}
 
+// serverContainer serves HTTP on port "http" (8080), with a readiness probe on /ready: without
+// one a container is ready as soon as its process runs, before it listens.
 func serverContainer(name string, args ...string) corev1.Container {
 	return corev1.Container{
 		Name: name, Image: serverImage, Args: args,
 		Ports: []corev1.ContainerPort{{Name: "http", ContainerPort: 8080}},
+		ReadinessProbe: &corev1.Probe{
+			ProbeHandler:  corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/ready", Port: intstr.FromString("http")}},
+			PeriodSeconds: 1,
+		},
 	}
 }
 
@@ -108,6 +114,7 @@ func TestDownwardAPIEnvAndCommand(t *testing.T) {
 	// command names the image's entrypoint (by base name): it replaces it, and drops its args.
 	c.Command = []string{"/usr/local/bin/" + filepath.Base(self)}
 	c.Args = []string{"--port=$(PORT)", "--ready=true"}
+	c.Ports[0].ContainerPort = 8081
 	c.Env = []corev1.EnvVar{
 		{Name: "PORT", Value: "8081"},
 		{Name: "MY_POD_IP", ValueFrom: field("status.podIP")},
@@ -192,11 +199,13 @@ func TestExitCodeAndTerminationMessage(t *testing.T) {
 	ns := namespace(t)
 	logs := exitContainer("logs", "--code=4", "--lines=100")
 	logs.TerminationMessagePolicy = corev1.TerminationMessageFallbackToLogsOnError
-	pod := processPod("fail", regions[1], exitContainer("msg", "--code=3", "--message-bytes=5000"), logs)
+	noCmd := exitContainer("nocmd")
+	noCmd.Command = []string{"no-such-program-on-this-host"}
+	pod := processPod("fail", regions[1], exitContainer("msg", "--code=3", "--message-bytes=5000"), logs, noCmd)
 	pod.Spec.RestartPolicy = corev1.RestartPolicyNever
 	createPod(t, ns, pod)
 	p := waitPod(t, ns, "fail", 30*time.Second, "Failed", func(p *corev1.Pod) bool { return p.Status.Phase == corev1.PodFailed })
-	for _, s := range p.Status.ContainerStatuses {
+	for _, s := range p.Status.ContainerStatuses[:2] {
 		term := s.State.Terminated
 		if term == nil || term.Reason != "Error" || s.RestartCount != 0 {
 			t.Fatalf("%s: %s", s.Name, describeContainers(p))
@@ -218,6 +227,40 @@ func TestExitCodeAndTerminationMessage(t *testing.T) {
 				t.Errorf("logs: exit %d, %d lines from %q", term.ExitCode, len(lines), lines[0])
 			}
 		}
+	}
+	// A command that cannot be run: exit code 128, reason StartError, as with a container runtime.
+	if term := p.Status.ContainerStatuses[2].State.Terminated; term == nil || term.ExitCode != 128 || term.Reason != "StartError" || !strings.Contains(term.Message, "no-such-program") {
+		t.Errorf("nocmd: %s %+v", describeContainers(p), term)
+	}
+}
+
+func TestNodesAreRegisteredWithLeases(t *testing.T) {
+	t.Parallel()
+	for _, r := range regions {
+		n, err := client.CoreV1().Nodes().Get(bg, procNode(r), metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n.Labels[NodeLabel] != NodeLabelValue || n.Labels[RegionLabel] != r || n.Annotations["kwok.x-k8s.io/node"] != "" || !nodeSchedulable(n) ||
+			n.Status.DaemonEndpoints.KubeletEndpoint.Port == 0 || len(n.Status.Addresses) != 1 || n.Status.Addresses[0].Address != "127.0.0.1" {
+			t.Fatalf("node %s: labels %v annotations %v taints %v status %+v", n.Name, n.Labels, n.Annotations, n.Spec.Taints, n.Status)
+		}
+		// The node lifecycle controller watches leases: the agent renews them (every 10 s).
+		eventually(t, 15*time.Second, func() string {
+			l, err := client.CoordinationV1().Leases(corev1.NamespaceNodeLease).Get(bg, n.Name, metav1.GetOptions{})
+			if err != nil {
+				return err.Error()
+			}
+			if l.Spec.HolderIdentity == nil || *l.Spec.HolderIdentity != n.Name || l.Spec.RenewTime == nil || time.Since(l.Spec.RenewTime.Time) > 12*time.Second {
+				return fmt.Sprintf("lease %+v", l.Spec)
+			}
+			return ""
+		})
+	}
+	// kwok's Node is there too, and it is kwok's.
+	kwokNodes, err := client.CoreV1().Nodes().List(bg, metav1.ListOptions{LabelSelector: "type=kwok"})
+	if err != nil || len(kwokNodes.Items) != 1 || kwokNodes.Items[0].Annotations["kwok.x-k8s.io/node"] != "fake" {
+		t.Fatalf("kwok nodes: %v %+v", err, kwokNodes)
 	}
 }
 
@@ -267,7 +310,9 @@ func TestCrashLoopBackOff(t *testing.T) {
 	})
 	gaps := []time.Duration{seen[1].Sub(seen[0]), seen[2].Sub(seen[1]), seen[3].Sub(seen[2])}
 	t.Logf("gaps between restarts: %v", gaps)
-	if gaps[0] < 800*time.Millisecond || gaps[1] < 1800*time.Millisecond || gaps[2] < 3800*time.Millisecond || gaps[2] < gaps[0]+2*time.Second {
+	// Each gap is measured between two polls of the API (100 ms apart), hence the slack.
+	if gaps[0] < 700*time.Millisecond || gaps[1] < 1500*time.Millisecond || gaps[2] < 3500*time.Millisecond ||
+		gaps[1] < gaps[0]+500*time.Millisecond || gaps[2] < gaps[1]+time.Second {
 		t.Fatalf("back-off does not double: %v", gaps)
 	}
 }
