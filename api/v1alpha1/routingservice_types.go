@@ -264,9 +264,15 @@ type ShardStatus struct {
 	// stepRevision is the revision step refers to.
 	// +optional
 	StepRevision string `json:"stepRevision,omitempty"`
-	// stepStartTime is when step began; the progress deadline and bake are measured from it.
+	// stepStartTime is when step began; the bake is measured from it.
 	// +optional
 	StepStartTime *metav1.Time `json:"stepStartTime,omitempty"`
+	// progressStartTime is when the shard began progressing towards stepRevision; the progress
+	// deadline is measured from it. A shard that stops being fully available while it bakes goes
+	// back to Progressing without a fresh deadline, so a revision that flaps (ready, then crashing
+	// under load) still fails in bounded time (I3, scenario R-3).
+	// +optional
+	ProgressStartTime *metav1.Time `json:"progressStartTime,omitempty"`
 }
 
 // Condition types of a RoutingService. Ready, Reconciling and Stalled follow the kstatus

@@ -469,3 +469,24 @@ func TestS19HandEditedStatus(t *testing.T) {
 		}
 	}
 }
+
+// R-3 (issue 9), found on the real stack: a revision that becomes ready and then crashes under
+// load completes its shard, regresses while baking, and must not get a fresh progress deadline
+// each time; it fails in bounded time (I3).
+func TestFlappingRevisionFailsWithinTheDeadline(t *testing.T) {
+	w := steady(t)
+	w.update("app:flap", "1", "migrate:ok")
+	began := w.now
+	for !w.isTrue(routingv1alpha1.ConditionStalled) {
+		if w.now.Sub(began) > 120*time.Second {
+			t.Fatalf("a flapping revision has not failed after %s; the progress deadline is 60 s; log:\n%s", w.now.Sub(began), strings.Join(w.log, "\n"))
+		}
+		w.step(time.Second)
+	}
+	if c := w.condition(routingv1alpha1.ConditionStalled); c.Reason != routingv1alpha1.ReasonProgressDeadlineExceeded {
+		t.Fatalf("Stalled = %+v", c)
+	}
+	if !w.sawEvent(EventShardRegressed) {
+		t.Fatalf("the flap never reached the bake, so this test proves nothing; log:\n%s", strings.Join(w.log, "\n"))
+	}
+}

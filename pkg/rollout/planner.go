@@ -178,7 +178,7 @@ func newPlanner(o Observed) *planner {
 		// Steps describe the update revision; a new one starts every shard at Pending.
 		ss := p.shardStatus(shard.Name)
 		if ss.StepRevision != p.update {
-			ss.StepRevision, ss.Step, ss.StepStartTime = p.update, routingv1alpha1.ShardStepPending, nil
+			ss.StepRevision, ss.Step, ss.StepStartTime, ss.ProgressStartTime = p.update, routingv1alpha1.ShardStepPending, nil, nil
 		}
 		// A Promoted step is believed only with evidence in the cluster: the shard is complete on
 		// the update revision now, or its ReplicaSet has served it. Otherwise one edit of status
@@ -187,7 +187,7 @@ func newPlanner(o Observed) *planner {
 			set := p.set(shard.Name)
 			rs := set.byRev[p.update]
 			if !set.complete(p.update, shard.Replicas) && (rs == nil || !hasServed(rs)) {
-				ss.Step, ss.StepStartTime = routingv1alpha1.ShardStepPending, nil
+				ss.Step, ss.StepStartTime, ss.ProgressStartTime = routingv1alpha1.ShardStepPending, nil, nil
 			}
 		}
 	}
@@ -291,10 +291,13 @@ func (p *planner) sanitizeStatus() {
 				ss.Step = routingv1alpha1.ShardStepPending
 			}
 		default:
-			ss.Step, ss.StepStartTime = routingv1alpha1.ShardStepPending, nil
+			ss.Step, ss.StepStartTime, ss.ProgressStartTime = routingv1alpha1.ShardStepPending, nil, nil
 		}
 		if ss.StepStartTime != nil && ss.StepStartTime.Time.After(p.now) {
 			ss.StepStartTime = &metav1.Time{Time: p.now}
+		}
+		if ss.ProgressStartTime != nil && ss.ProgressStartTime.Time.After(p.now) {
+			ss.ProgressStartTime = &metav1.Time{Time: p.now}
 		}
 	}
 	if f := p.status.Failure; f != nil && (f.Reason == "" || f.Revision == "") {
@@ -333,7 +336,7 @@ func (p *planner) newControl(annotation string, handled *string) string {
 func (p *planner) pauseSteps() {
 	for i := range p.status.Shards {
 		if ss := &p.status.Shards[i]; ss.StepRevision == p.update && (ss.Step == routingv1alpha1.ShardStepProgressing || ss.Step == routingv1alpha1.ShardStepBaking) {
-			ss.Step, ss.StepStartTime = routingv1alpha1.ShardStepPending, nil
+			ss.Step, ss.StepStartTime, ss.ProgressStartTime = routingv1alpha1.ShardStepPending, nil, nil
 		}
 	}
 }
@@ -353,7 +356,7 @@ func (p *planner) retryRollout() {
 	f := p.status.Failure
 	for i := range p.status.Shards {
 		if ss := &p.status.Shards[i]; ss.Name == f.Shard {
-			ss.Step, ss.StepStartTime = routingv1alpha1.ShardStepPending, nil
+			ss.Step, ss.StepStartTime, ss.ProgressStartTime = routingv1alpha1.ShardStepPending, nil, nil
 		}
 	}
 	p.event(false, EventRolloutRetried, "retry %q: revision %s is tried again from shard %s", p.retry, p.update, f.Shard)

@@ -108,7 +108,11 @@ func (p *planner) promote() {
 			p.stepTo(ss, routingv1alpha1.ShardStepProgressing)
 			p.event(false, EventShardStarted, "shard %s started promoting revision %s", shard.Name, p.update)
 		}
-		due := ss.StepStartTime.Add(deadline)
+		start := ss.StepStartTime
+		if ss.ProgressStartTime != nil {
+			start = ss.ProgressStartTime
+		}
+		due := start.Add(deadline)
 		if !p.now.Before(due) {
 			p.fail(ss)
 			return
@@ -121,6 +125,10 @@ func (p *planner) promote() {
 }
 
 func (p *planner) stepTo(ss *routingv1alpha1.ShardStatus, step routingv1alpha1.ShardStep) {
+	if step == routingv1alpha1.ShardStepProgressing && (ss.Step != routingv1alpha1.ShardStepBaking || ss.ProgressStartTime == nil) {
+		// A fresh attempt; a regression from Baking keeps its deadline.
+		ss.ProgressStartTime = &metav1.Time{Time: p.now}
+	}
 	ss.Step = step
 	ss.StepStartTime = &metav1.Time{Time: p.now}
 }

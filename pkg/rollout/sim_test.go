@@ -127,6 +127,10 @@ func (w *world) tick() {
 	for _, rs := range w.rss {
 		want := *rs.Spec.Replicas
 		broken := strings.Contains(rs.Spec.Template.Spec.Containers[0].Image, "broken")
+		// "flap": all pods available for 5 s out of every 8 (ready, then crashing under load).
+		if strings.Contains(rs.Spec.Template.Spec.Containers[0].Image, "flap") && w.now.Unix()%8 >= 5 {
+			broken = true
+		}
 		rs.Status.Replicas = want
 		rs.Status.ObservedGeneration = rs.Generation
 		if broken {
