@@ -3,10 +3,12 @@ package traffic
 import (
 	"context"
 	"net"
+	"sort"
 	"strconv"
 	"sync"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
@@ -71,4 +73,62 @@ func ReadyAddresses(slices []discoveryv1.EndpointSlice) []string {
 		}
 	}
 	return out
+}
+
+// PodBackends finds a region's ready backends from the pods themselves, with the rules the
+// EndpointSlice controller applies (an IP, the Ready condition True, not terminating). The process-
+// backed nodes give pods loopback addresses, and the API server refuses those in Endpoints and
+// EndpointSlices ("may not be in the loopback range"), so on that stack this is how a client finds
+// the routers. selectors maps each region to its pods' labels; port is the routers' port.
+func PodBackends(c client.Reader, namespace string, selectors map[string]map[string]string, port int, refresh time.Duration) Backends {
+	if refresh <= 0 {
+		refresh = 200 * time.Millisecond
+	}
+	type entry struct {
+		at    time.Time
+		addrs []string
+	}
+	var mu sync.Mutex
+	cache := map[string]entry{}
+	return func(ctx context.Context, region string) ([]string, error) {
+		mu.Lock()
+		e, ok := cache[region]
+		mu.Unlock()
+		if ok && time.Since(e.at) < refresh {
+			return e.addrs, nil
+		}
+		var list corev1.PodList
+		lctx, cancel := context.WithTimeout(ctx, time.Second)
+		defer cancel()
+		if err := c.List(lctx, &list, client.InNamespace(namespace), client.MatchingLabels(selectors[region])); err != nil {
+			if ok {
+				mu.Lock()
+				cache[region] = entry{at: time.Now(), addrs: e.addrs}
+				mu.Unlock()
+				return e.addrs, nil
+			}
+			return nil, err
+		}
+		var addrs []string
+		for _, p := range list.Items {
+			if p.Status.PodIP == "" || p.DeletionTimestamp != nil || !podReady(&p) {
+				continue
+			}
+			addrs = append(addrs, net.JoinHostPort(p.Status.PodIP, strconv.Itoa(port)))
+		}
+		sort.Strings(addrs)
+		mu.Lock()
+		cache[region] = entry{at: time.Now(), addrs: addrs}
+		mu.Unlock()
+		return addrs, nil
+	}
+}
+
+func podReady(p *corev1.Pod) bool {
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
 }
