@@ -189,6 +189,10 @@ func (k *Checker) observe(o any) {
 		k.rss[key] = obj.DeepCopy()
 		// I1 is about what schemagate asks for: a create with replicas, or a scale-up. An orphaned
 		// ReplicaSet adopted by a re-created RoutingService (S-20) keeps the pods it already ran.
+		if ref := metav1.GetControllerOf(obj); ref == nil || ref.Kind != "RoutingService" {
+			// Not schemagate's (a plain Deployment's ReplicaSet beside it in a replay).
+			return
+		}
 		if obj.Spec.Replicas != nil && *obj.Spec.Replicas > before {
 			// Decided once the Job watch has had time to deliver anything older (see settle).
 			k.pendingI1 = append(k.pendingI1, pendingCheck{due: time.Now().Add(time.Second), rsRV: rv(obj), rs: obj.DeepCopy()})
