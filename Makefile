@@ -69,7 +69,8 @@ demo: build cluster-binaries ## Watch a schema-gated three-region rollout on a l
 	exec $(BIN)/demo
 
 .PHONY: test-e2e
-test-e2e: build cluster-binaries ## End-to-end tests on the local cluster (real ReplicaSet, Job and scheduler controllers).
+test-e2e: build cluster-binaries postgres ## End-to-end tests on the local cluster (real ReplicaSet, Job and scheduler controllers), and the incidents replayed with real routers, PostgreSQL and traffic.
+	go build -o $(BIN)/edge-router ./examples/edge-router
 	SCHEMAGATE_BIN=$(BIN) go test -tags e2e -timeout 20m ./test/e2e/ -count=1 -v
 
 .PHONY: fuzz

@@ -96,6 +96,20 @@ func run(m *testing.M) int {
 	fmt.Printf("cluster and manager up in %.1fs\n", time.Since(start).Seconds())
 
 	code := m.Run()
+	if agent != nil {
+		agent.Stop()
+	}
+	if pg != nil {
+		_ = pg.Close()
+	}
+	tablesMu.Lock()
+	if len(tables) > 0 {
+		fmt.Println("incident replays (requests per region over the whole change):")
+		for _, tb := range tables {
+			fmt.Print(tb)
+		}
+	}
+	tablesMu.Unlock()
 	if checker.Report(os.Stdout) > 0 && code == 0 {
 		code = 1
 	}
