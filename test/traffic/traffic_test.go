@@ -88,3 +88,32 @@ func TestReadyAddresses(t *testing.T) {
 		t.Fatalf("ReadyAddresses = %v", got)
 	}
 }
+
+// While the API server cannot be reached the last known backends are kept; before any answer the
+// error is returned.
+func TestCachedKeepsTheLastAnswerOnErrors(t *testing.T) {
+	var fail atomic.Bool
+	calls := 0
+	b := cached(time.Nanosecond, func(context.Context, string) ([]string, error) {
+		calls++
+		if fail.Load() {
+			return nil, context.DeadlineExceeded
+		}
+		return []string{"127.0.0.9:8080"}, nil
+	})
+	fail.Store(true)
+	if _, err := b(context.Background(), "r"); err == nil {
+		t.Fatal("no answer yet, yet no error")
+	}
+	fail.Store(false)
+	if got, _ := b(context.Background(), "r"); len(got) != 1 {
+		t.Fatalf("got %v", got)
+	}
+	fail.Store(true)
+	if got, err := b(context.Background(), "r"); err != nil || len(got) != 1 {
+		t.Fatalf("the last answer was not kept: %v %v", got, err)
+	}
+	if calls != 3 {
+		t.Fatalf("%d lookups, want 3", calls)
+	}
+}
