@@ -51,10 +51,10 @@ type Checker struct {
 	served      map[string]bool                            // ns/rsvc/shard → reached its minimum once
 	// exemptI2 are namespaces whose pods fail by design (a revision that crashes under load):
 	// there, a dip in availability is the scenario, not schemagate's doing.
-	exemptI2 map[string]string
-	pendingI1   []pendingCheck
-	violations  []string
-	events      int
+	exemptI2   map[string]string
+	pendingI1  []pendingCheck
+	violations []string
+	events     int
 }
 
 type pendingCheck struct {
