@@ -64,9 +64,10 @@ cluster-binaries: ## Build the local cluster's binaries from source (cached unde
 # outlive a make killed by PID. exec'd, it is make's own child, which dies with its parent
 # (hack/demo/parent.go) and stops the cluster on SIGTERM as on Ctrl-C.
 .PHONY: demo
-demo: build cluster-binaries ## Watch a schema-gated three-region rollout on a local control plane (KEEP=1 keeps it up).
+demo: build cluster-binaries postgres ## Watch a schema-gated three-region rollout on a local control plane (KEEP=1 keeps it up).
+	go build -o $(BIN)/edge-router ./examples/edge-router
 	go build -o $(BIN)/demo ./hack/demo
-	exec $(BIN)/demo
+	exec $(BIN)/demo --router=$(BIN)/edge-router
 
 .PHONY: test-e2e
 test-e2e: build cluster-binaries postgres ## End-to-end tests on the local cluster (real ReplicaSet, Job and scheduler controllers), and the incidents replayed with real routers, PostgreSQL and traffic.

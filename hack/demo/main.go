@@ -1,22 +1,31 @@
-// Command demo shows schemagate on a real local control plane: it starts the cluster of
-// test/localcluster, installs the CRD, runs the manager, and walks a RoutingService through
-// v1 → v2 (new image, schema 2: migration, gate, shard by shard) → v3 (an image that never becomes
-// ready: progress deadline, rollback of the first shard only, v2 still serving). `make demo` runs
-// it; -keep (or KEEP=1) leaves the cluster up afterwards for kubectl.
+// Command demo shows schemagate on a real local control plane with real pods, a real database and
+// real traffic: it starts the cluster of test/localcluster, PostgreSQL (test/postgres) and three
+// process-backed Nodes (test/nodeagent, one per region) that run the reference router
+// (examples/edge-router) as local processes; installs the CRD, runs the manager, and walks a
+// RoutingService through v1 → v2 (a router that needs schema 2: its migration runs against
+// PostgreSQL, the gate holds the pods until it is done, shards promote in turn) → v3 (a router
+// that never becomes ready: progress deadline, rollback of the first shard only, v2 still
+// serving), while client traffic goes to each region's ready routers and a line per second says
+// what they answered. It exits 0 only if v1 → v2 cost no 404 and no error in any region and v2
+// serves everywhere at the end. `make demo` builds what it needs and runs it; -keep (or KEEP=1)
+// leaves everything up afterwards for kubectl.
 //
 // Ctrl-C (SIGINT), SIGTERM, and the death of the process that started it (make: see parent.go)
-// all stop the demo the same way: the manager and the cluster are stopped and nothing is left
-// running. Further signals during that teardown are ignored; SIGKILL still ends the demo at once,
-// and the cluster's processes with it (they die with their parent).
+// all stop the demo the same way: the traffic, the manager, the node agent and its router
+// processes, PostgreSQL and the cluster are stopped and nothing is left running. Further signals
+// during that teardown are ignored; SIGKILL still ends the demo at once, and every process it
+// started with it (they all die with their parent).
 package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"time"
 
@@ -33,6 +42,8 @@ func main() {
 	keep := flag.Bool("keep", os.Getenv("KEEP") != "", "keep the cluster running after the demo, until Ctrl-C")
 	state := flag.String("state", ".state/demo", "folder for the cluster's certificates, data, logs and kubeconfig")
 	bake := flag.Int("bake", 5, "bakeSeconds of the demo RoutingService")
+	router := flag.String("router", "bin/edge-router", "the reference router binary (go build -o bin/edge-router ./examples/edge-router)")
+	rate := flag.Int("rate", 20, "requests per second sent to each region")
 	flag.Parse()
 	// The demo prints its own timeline; the manager logs to its own file.
 	ctrllog.SetLogger(logr.Discard())
@@ -45,7 +56,7 @@ func main() {
 	signal.Notify(signals, os.Interrupt, syscall.SIGTERM)
 	go func() {
 		s := <-signals
-		fmt.Fprintf(os.Stderr, "\n%s: stopping the manager and the cluster\n", describe(s))
+		fmt.Fprintf(os.Stderr, "\n%s: stopping the traffic, the manager, the router pods, PostgreSQL and the cluster\n", describe(s))
 		cancel()
 		// Later signals change nothing: killing make sends SIGTERM twice (make passes it to its
 		// child, then dies, and its death sends another), and the teardown must not be cut short.
@@ -57,10 +68,10 @@ func main() {
 		os.Exit(1)
 	}
 	// run has stopped everything it started (its defers) by the time it returns.
-	switch err := run(ctx, *state, *keep, int32(*bake)); {
+	switch err := run(ctx, options{state: *state, keep: *keep, bake: int32(*bake), router: *router, rate: *rate}); {
 	case err == nil: // done; with -keep, the signal ended the wait
 	case ctx.Err() != nil:
-		fmt.Fprintln(os.Stderr, "demo stopped before it finished; the manager and the cluster are stopped")
+		fmt.Fprintln(os.Stderr, "demo stopped before it finished; nothing it started is running")
 		os.Exit(1)
 	default:
 		fmt.Fprintln(os.Stderr, "\ndemo failed:", err)
@@ -77,10 +88,21 @@ func describe(s os.Signal) string {
 	return "terminated (SIGTERM: killed, or the process that started the demo exited)"
 }
 
-func run(ctx context.Context, stateDir string, keep bool, bake int32) error {
+type options struct {
+	state, router string
+	keep          bool
+	bake          int32
+	rate          int
+}
+
+func run(ctx context.Context, o options) error {
 	root, _ := os.Getwd()
 	bin := filepath.Join(root, "bin")
-	stateDir, _ = filepath.Abs(stateDir)
+	router, err := routerBinaryPath(o.router)
+	if err != nil {
+		return err
+	}
+	stateDir, _ := filepath.Abs(o.state)
 	if err := os.RemoveAll(stateDir); err != nil {
 		return err
 	}
@@ -92,10 +114,37 @@ func run(ctx context.Context, stateDir string, keep bool, bake int32) error {
 		return err
 	}
 	defer cluster.Stop()
-	fmt.Printf("\n  Use it from another terminal:  export KUBECONFIG=%s\n", cluster.Kubeconfig)
-	fmt.Printf("                                 %s get rsvc,rs,jobs,pods -o wide\n", filepath.Join(bin, "k8s", "kubectl"))
+	printf("\n  Use it from another terminal:  export KUBECONFIG=%s\n", cluster.Kubeconfig)
+	printf("                                 %s get rsvc,rs,jobs,pods -o wide\n", filepath.Join(bin, "k8s", "kubectl"))
 
-	heading("2. The RoutingService CRD (kubectl apply --server-side -k config/crd) and the manager")
+	heading("2. The real stack: PostgreSQL, and three Nodes that run pods as local processes")
+	pg, closePG, err := startPostgres(ctx, filepath.Join(stateDir, "logs", "postgres.log"))
+	if err != nil {
+		return err
+	}
+	defer closePG()
+	// routes: empty, the v1 migration Job creates schema 1. routes_v3: the database the bad v3
+	// release points at, which nobody migrated.
+	for _, db := range []string{"routes", "routes_v3"} {
+		if err := pg.CreateDatabase(ctx, db); err != nil {
+			return err
+		}
+	}
+	database, unmigrated := pg.URL("routes"), pg.URL("routes_v3")
+	printf("  PostgreSQL %s on 127.0.0.1:%d, database routes (empty: the migration Job brings it to schema 1)\n", pg.Version(), pg.Port())
+	agent, err := startAgent(ctx, cluster.Config, router, filepath.Join(stateDir, "nodeagent"))
+	if err != nil {
+		return err
+	}
+	defer agent.Stop()
+	var names []string
+	for _, r := range regions {
+		names = append(names, "process-"+r.Region)
+	}
+	printf("  Nodes %s (schemagate.io/node=process, tainted NoSchedule),\n", strings.Join(names, ", "))
+	printf("  each pod a process of %s on its own 127.42.x.x address (logs: %s)\n", router, filepath.Join(agent.StateDir(), "pods"))
+
+	heading("3. The RoutingService CRD (kubectl apply --server-side -k config/crd) and the manager")
 	if err := cluster.InstallCRDs(ctx, filepath.Join(bin, "k8s", "kubectl"), "config/crd", routingv1alpha1.GroupVersion.String()); err != nil {
 		return err
 	}
@@ -104,7 +153,7 @@ func run(ctx context.Context, stateDir string, keep bool, bake int32) error {
 		return err
 	}
 	defer manager.stop()
-	fmt.Printf("  manager running (log: %s)\n", manager.log)
+	printf("  manager running (log: %s)\n", manager.log)
 
 	c, err := client.New(cluster.Config, client.Options{Scheme: controllers.Scheme()})
 	if err != nil {
@@ -113,59 +162,110 @@ func run(ctx context.Context, stateDir string, keep bool, bake int32) error {
 	w := newWatcher(c, "default", "edge-router")
 	go w.run(ctx)
 
-	heading("3. Act one: edge-router v1 (schema 1) in us-east, eu-west, ap-south")
-	rsvc := demoRoutingService(bake)
+	heading("4. Act one: edge-router v1 (schema 1) in us-east, eu-west, ap-south, 2 router pods each")
 	act1 := time.Now()
-	if err := c.Create(ctx, rsvc); err != nil {
+	if err := c.Create(ctx, demoRoutingService(database, o.bake)); err != nil {
 		return err
 	}
 	if err := w.waitReady(ctx, 1, 3*time.Minute); err != nil {
 		return err
 	}
 	w.summary("v1", act1)
+	traffic := newLoad(c, "default", "edge-router", o.rate)
+	if err := traffic.waitServed(ctx, time.Minute); err != nil {
+		return err
+	}
+	trafficCtx, stopLines := context.WithCancel(ctx)
+	defer stopLines()
+	traffic.start(ctx)
+	defer traffic.stop()
+	go traffic.printEverySecond(trafficCtx)
+	printf("\n  Traffic: %d requests/s per region over d00.example … d19.example, to each region's ready router pods.\n", o.rate)
+	printf("  Each second, per region: requests, 200s, 404s and errors in that second, and the revisions that answered.\n\n")
+	if err := sleep(ctx, 3*time.Second); err != nil {
+		return err
+	}
 
-	heading("4. Act two: v2, a new image that needs schema 2")
+	heading("5. Act two: v2, a router that needs schema 2; its migration (edge-router migrate, 5 s) runs against PostgreSQL")
 	act2 := time.Now()
-	gen, err := w.update(ctx, func(r *routingv1alpha1.RoutingService) {
-		r.Spec.Template.Spec.Containers[0].Image = "registry.example/edge-router:v2"
-		r.Spec.Schema.Version = "2"
-		r.Spec.Schema.Migration.Template.Spec.Containers[0].Image = "registry.example/edge-router-migrate:v2"
-	})
+	gen, err := w.update(ctx, toV2(database))
 	if err != nil {
 		return err
 	}
 	if err := w.waitReady(ctx, gen, 3*time.Minute); err != nil {
 		return err
 	}
-	w.summary("v2", act2)
-	if err := w.expectServing(ctx, "registry.example/edge-router:v2"); err != nil {
+	if err := w.expectServing(ctx, routerImage+":v2"); err != nil {
 		return err
 	}
+	if err := sleep(ctx, 2*time.Second); err != nil {
+		return err
+	}
+	v1v2, _ := traffic.start(ctx)
+	w.summary("v2", act2)
+	gated := cleanRollout(v1v2, "v2")
 
-	heading("5. Act three: v3, whose pods never become ready (schemagate.io/fake-pod: never-ready)")
+	heading("6. Act three: v3, whose pods never become ready (it reads a database nobody migrated)")
 	act3 := time.Now()
-	gen, err = w.update(ctx, func(r *routingv1alpha1.RoutingService) {
-		r.Spec.Template.Spec.Containers[0].Image = "registry.example/edge-router:v3"
-		r.Spec.Template.Annotations = map[string]string{"schemagate.io/fake-pod": "never-ready"}
-	})
+	gen, err = w.update(ctx, toV3(unmigrated))
 	if err != nil {
 		return err
 	}
-	if err := w.waitStalledAndRolledBack(ctx, gen, 3*time.Minute); err != nil {
+	explainCtx, stopExplaining := context.WithCancel(ctx)
+	go w.explainNotReady(explainCtx, routerImage+":v3")
+	err = w.waitStalledAndRolledBack(ctx, gen, 3*time.Minute)
+	stopExplaining()
+	if err != nil {
 		return err
 	}
-	if err := w.expectServing(ctx, "registry.example/edge-router:v2"); err != nil {
+	if err := w.expectServing(ctx, routerImage+":v2"); err != nil {
 		return err
 	}
+	before := traffic.snapshot()
+	if err := sleep(ctx, 3*time.Second); err != nil {
+		return err
+	}
+	stillV2 := servedOnlyBy(before, traffic.snapshot(), "v2")
+	v2v3 := traffic.stop()
+	stopLines()
 	w.summary("v3", act3)
-	fmt.Printf("\n  v3 missed its progress deadline in us-east and was rolled back there; eu-west and ap-south were never touched; v2 serves every shard.\n")
+	printf("\n  v3 missed its %d s progress deadline in us-east and was rolled back there; eu-west and ap-south were never touched; v2 serves every shard.\n", progressDeadline)
+
+	heading("Traffic, per region, over each act")
+	printf("%s", tables(
+		tableRow{"v1 → v2 (migration, gate, shard by shard)", v1v2},
+		tableRow{"v2 → v3 (never ready, rolled back)", v2v3},
+	))
+	printf("\n")
+	verdict := func(what string, err error) {
+		if err != nil {
+			printf("  FAIL  %s: %v\n", what, err)
+		} else {
+			printf("  ok    %s\n", what)
+		}
+	}
+	verdict("v1 → v2: no 404 and no error in any region, v2 answering everywhere", gated)
+	verdict("at the end: v2 answers every request in every region", stillV2)
 
 	heading(fmt.Sprintf("Done in %s", time.Since(began).Round(time.Second)))
-	if keep {
-		fmt.Printf("  The cluster stays up: export KUBECONFIG=%s   (Ctrl-C to stop it)\n", cluster.Kubeconfig)
+	if err := errors.Join(gated, stillV2); err != nil {
+		return err
+	}
+	if o.keep {
+		printf("  The cluster stays up: export KUBECONFIG=%s   (Ctrl-C to stop it)\n", cluster.Kubeconfig)
 		<-ctx.Done()
 	}
 	return nil
 }
 
-func heading(s string) { fmt.Printf("\n== %s\n", s) }
+// sleep waits d, or less if the demo is stopped (then it returns why).
+func sleep(ctx context.Context, d time.Duration) error {
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-time.After(d):
+		return nil
+	}
+}
+
+func heading(s string) { printf("\n== %s\n", s) }

@@ -91,12 +91,14 @@ func (w *watcher) poll(ctx context.Context) {
 		keys = append(keys, k)
 	}
 	sort.Strings(keys)
+	var b strings.Builder
 	for _, k := range keys {
 		if w.facts[k] != facts[k] {
-			fmt.Printf("  %s  %s\n", now.Format("15:04:05.0"), facts[k])
+			fmt.Fprintf(&b, "  %s  %s\n", now.Format("15:04:05.0"), facts[k])
 			w.facts[k] = facts[k]
 		}
 	}
+	printf("%s", b.String())
 }
 
 func (w *watcher) seen(key string, t time.Time) {
@@ -180,7 +182,7 @@ func (w *watcher) waitStalledAndRolledBack(ctx context.Context, gen int64, timeo
 	})
 }
 
-// expectServing checks that every shard's pods are image's, Running and Ready, on nodes of the
+// expectServing checks that every shard's pods are image's and Ready, on nodes of the
 // shard's region, and prints where they run.
 func (w *watcher) expectServing(ctx context.Context, image string) error {
 	deadline := time.Now().Add(30 * time.Second)
@@ -209,6 +211,7 @@ func (w *watcher) checkServing(ctx context.Context, image string, print bool) er
 	}
 	rsvc := w.get()
 	perShard := map[string][]string{}
+	var b strings.Builder
 	for _, p := range pods.Items {
 		if p.DeletionTimestamp != nil {
 			continue
@@ -216,6 +219,9 @@ func (w *watcher) checkServing(ctx context.Context, image string, print bool) er
 		shard := p.Labels[rollout.LabelShard]
 		if p.Spec.Containers[0].Image != image {
 			return fmt.Errorf("pod %s in %s runs %s", p.Name, shard, p.Spec.Containers[0].Image)
+		}
+		if !podReady(&p) {
+			return fmt.Errorf("pod %s in %s is not ready", p.Name, shard)
 		}
 		perShard[shard] = append(perShard[shard], fmt.Sprintf("%s (%s)", p.Spec.NodeName, region[p.Spec.NodeName]))
 	}
@@ -230,9 +236,10 @@ func (w *watcher) checkServing(ctx context.Context, image string, print bool) er
 		}
 		if print {
 			sort.Strings(perShard[s.Name])
-			fmt.Printf("  %-9s %d pods of %s on %s\n", s.Name, s.Replicas, shortImage(image), strings.Join(perShard[s.Name], ", "))
+			fmt.Fprintf(&b, "  %-9s %d pods of %s on %s\n", s.Name, s.Replicas, shortImage(image), strings.Join(perShard[s.Name], ", "))
 		}
 	}
+	printf("%s", b.String())
 	return nil
 }
 
@@ -241,8 +248,10 @@ func (w *watcher) summary(act string, start time.Time) {
 	rsvc := w.get()
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	fmt.Printf("\n  Summary of %s (revision %s):\n", act, rsvc.Status.UpdateRevision)
-	row := func(what string, d time.Duration) { fmt.Printf("    %-46s %6.1fs\n", what, d.Seconds()) }
+	var b strings.Builder
+	defer func() { printf("%s", b.String()) }()
+	fmt.Fprintf(&b, "\n  Summary of %s (revision %s):\n", act, rsvc.Status.UpdateRevision)
+	row := func(what string, d time.Duration) { fmt.Fprintf(&b, "    %-46s %6.1fs\n", what, d.Seconds()) }
 	if s := rsvc.Status.Schema; s.StartTime != nil && s.CompletionTime != nil && !s.StartTime.Time.Before(start.Truncate(time.Second)) {
 		row(fmt.Sprintf("migration Job %s", s.MigrationJob), s.CompletionTime.Sub(s.StartTime.Time))
 	}
@@ -255,9 +264,13 @@ func (w *watcher) summary(act string, start time.Time) {
 		if !ok {
 			continue
 		}
-		for _, end := range []routingv1alpha1.ShardStep{routingv1alpha1.ShardStepPromoted, routingv1alpha1.ShardStepFailed} {
+		ends := []routingv1alpha1.ShardStep{routingv1alpha1.ShardStepPromoted, routingv1alpha1.ShardStepFailed, routingv1alpha1.ShardStepRolledBack}
+		for _, end := range ends {
 			if t, ok := w.firstSeen[fmt.Sprintf("%s/%s/%s", rev, s.Name, end)]; ok {
 				label := fmt.Sprintf("shard %s: %s", s.Name, strings.ToLower(string(end)))
+				if end == routingv1alpha1.ShardStepRolledBack {
+					label = fmt.Sprintf("shard %s: rolled back", s.Name)
+				}
 				if end == routingv1alpha1.ShardStepPromoted {
 					label += fmt.Sprintf(" (incl. %ds bake)", rsvc.Spec.Strategy.BakeSecondsOrDefault())
 				}
@@ -266,4 +279,41 @@ func (w *watcher) summary(act string, start time.Time) {
 		}
 	}
 	row("total", time.Since(start))
+}
+
+func podReady(p *corev1.Pod) bool {
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
+
+// explainNotReady waits for a pod of image that runs but is not ready, asks its router why
+// (GET /ready on the pod's loopback address) and prints the answer once.
+func (w *watcher) explainNotReady(ctx context.Context, image string) {
+	for ctx.Err() == nil {
+		var pods corev1.PodList
+		if err := w.c.List(ctx, &pods, client.InNamespace(w.ns), client.MatchingLabels{rollout.LabelName: w.name, rollout.LabelComponent: rollout.ComponentRouting}); err == nil {
+			for _, p := range pods.Items {
+				if p.Spec.Containers[0].Image != image || p.Status.PodIP == "" || p.DeletionTimestamp != nil || podReady(&p) ||
+					len(p.Status.ContainerStatuses) == 0 || p.Status.ContainerStatuses[0].State.Running == nil {
+					continue
+				}
+				if time.Since(p.Status.ContainerStatuses[0].State.Running.StartedAt.Time) < 2*time.Second {
+					continue // past its first route load
+				}
+				if reason := readyReason(ctx, p.Status.PodIP); !strings.HasPrefix(reason, "200") {
+					printf("  %s  %-11s pod %s on %s asks its router: GET /ready → %s\n",
+						time.Now().Format("15:04:05.0"), "not ready", p.Name, p.Spec.NodeName, reason)
+					return
+				}
+			}
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
 }
