@@ -72,7 +72,7 @@ demo: build cluster-binaries postgres ## Watch a schema-gated three-region rollo
 .PHONY: test-e2e
 test-e2e: build cluster-binaries postgres ## End-to-end tests on the local cluster (real ReplicaSet, Job and scheduler controllers), and the incidents replayed with real routers, PostgreSQL and traffic.
 	go build -o $(BIN)/edge-router ./examples/edge-router
-	SCHEMAGATE_BIN=$(BIN) go test -tags e2e -timeout 20m ./test/e2e/ -count=1 -v
+	SCHEMAGATE_BIN=$(BIN) go test -tags e2e -timeout 20m -p 1 ./test/nodeagent/ ./test/e2e/ -count=1 -v
 
 .PHONY: fuzz
 fuzz: ## Fuzz the planner and the parsers longer: FUZZTIME=5m by default
