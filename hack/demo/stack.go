@@ -6,13 +6,12 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
-	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/rest"
 
 	"github.com/schemagate/schemagate/test/nodeagent"
 	"github.com/schemagate/schemagate/test/postgres"
+	"github.com/schemagate/schemagate/test/realstack"
 )
 
 // The real stack beside the control plane: PostgreSQL, and the node agent that runs pods as local
@@ -33,22 +32,10 @@ func startPostgres(ctx context.Context, logFile string) (*postgres.Server, func(
 	return srv, func() { _ = srv.Close(); f.Close() }, nil
 }
 
-// startAgent registers one process-backed Node per region, tainted schemagate.io/node=process:
-// NoSchedule, whose pods run routerBinary for every revision of the router image.
+// startAgent registers the process-backed Nodes, whose pods run routerBinary for every revision
+// of the router image.
 func startAgent(ctx context.Context, cfg *rest.Config, routerBinary, stateDir string) (*nodeagent.Agent, error) {
-	images := map[string]nodeagent.Executable{}
-	for _, rev := range []string{"v1", "v2", "v3"} {
-		images[routerImage+":"+rev] = nodeagent.Executable{Path: routerBinary}
-	}
-	var nodes []nodeagent.NodeSpec
-	for _, r := range regions {
-		nodes = append(nodes, nodeagent.NodeSpec{
-			Name: "process-" + r.Region, Region: r.Region,
-			Taints: []corev1.Taint{{Key: nodeagent.NodeLabel, Value: nodeagent.NodeLabelValue, Effect: corev1.TaintEffectNoSchedule}},
-		})
-	}
-	return nodeagent.Start(ctx, cfg, nodeagent.Options{Nodes: nodes, Images: images, StateDir: stateDir,
-		BackoffInitial: time.Second, BackoffMax: 10 * time.Second})
+	return realstack.StartAgent(ctx, cfg, routerBinary, stateDir, "v1", "v2", "v3")
 }
 
 // routerBinaryPath checks that the router was built.

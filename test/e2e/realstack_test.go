@@ -16,29 +16,27 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
 
 	routingv1alpha1 "github.com/schemagate/schemagate/api/v1alpha1"
 	"github.com/schemagate/schemagate/pkg/rollout"
 	"github.com/schemagate/schemagate/test/nodeagent"
 	"github.com/schemagate/schemagate/test/postgres"
+	"github.com/schemagate/schemagate/test/realstack"
 	"github.com/schemagate/schemagate/test/traffic"
 )
 
 // The real stack of issue 9: pods on process-backed nodes (test/nodeagent) that run the reference
-// router (examples/edge-router) against a real PostgreSQL, and traffic through each region's
-// EndpointSlices. It shares the suite's cluster; its nodes are tainted so the kwok stories never
+// router (examples/edge-router) against a real PostgreSQL, and traffic to each region's ready
+// router pods. It shares the suite's cluster; its nodes are tainted so the kwok stories never
 // land on them, and its pods tolerate the taint and select them.
 
-// Regions of the real stack: shard name → the region label its nodes carry.
-var realRegions = []struct{ Shard, Region string }{{"us-east", "us-east-1"}, {"eu-west", "eu-west-1"}, {"ap-south", "ap-south-1"}}
+// The real stack's regions, image and port (test/realstack).
+var realRegions = realstack.Regions
 
 const (
-	routerImage  = "schemagate.local/edge-router"
-	processLabel = "schemagate.io/node"
-	processValue = "process"
-	routerPort   = 8080
+	routerImage = realstack.RouterImage
+	routerPort  = realstack.RouterPort
 )
 
 var (
@@ -82,75 +80,20 @@ func database(t *testing.T, srv *postgres.Server, name string, schema int) strin
 	return url
 }
 
-// routerContainer is the router's container: args select the schema it needs and how it behaves.
-func routerContainer(revision string, schema int, dbURL string, extra ...string) corev1.Container {
-	args := append([]string{"serve", fmt.Sprintf("--schema=%d", schema), "--revision=" + revision, "--refresh=500ms"}, extra...)
-	return corev1.Container{
-		Name: "router", Image: routerImage + ":" + revision, Args: args,
-		Ports: []corev1.ContainerPort{{Name: "http", ContainerPort: routerPort}},
-		Env: []corev1.EnvVar{
-			{Name: "DATABASE_URL", Value: dbURL},
-			{Name: "POD_IP", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "status.podIP"}}},
-			{Name: "REGION", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.labels['" + rollout.LabelShard + "']"}}},
-		},
-		ReadinessProbe: &corev1.Probe{
-			ProbeHandler:  corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/ready", Port: intstr.FromString("http")}},
-			PeriodSeconds: 1, FailureThreshold: 1,
-		},
-	}
-}
-
-// processPodSpec puts a pod on the process-backed nodes (the region comes from the shard).
-func processPodSpec(containers ...corev1.Container) corev1.PodSpec {
-	return corev1.PodSpec{
-		Containers:                    containers,
-		NodeSelector:                  map[string]string{processLabel: processValue},
-		Tolerations:                   []corev1.Toleration{{Key: processLabel, Operator: corev1.TolerationOpEqual, Value: processValue, Effect: corev1.TaintEffectNoSchedule}},
-		TerminationGracePeriodSeconds: ptr.To(int64(10)),
-	}
-}
-
-// realRoutingService is rs-a on the real stack: the router at revision v1 (schema 1) in three
-// shards of 2, with the router's migrate command as its migration.
+// realRoutingService is rs-a on the real stack: the router v1 (schema 1) in three shards of 2,
+// baking 2 s, with a 40 s progress deadline.
 func realRoutingService(ns, dbURL string, extra ...string) *routingv1alpha1.RoutingService {
-	var shards []routingv1alpha1.ShardSpec
-	for _, r := range realRegions {
-		shards = append(shards, routingv1alpha1.ShardSpec{Name: r.Shard, Replicas: 2, NodeSelector: map[string]string{"topology.kubernetes.io/region": r.Region}})
-	}
-	migrate := corev1.Container{Name: "migrate", Image: routerImage + ":v1", Args: []string{"migrate"},
-		Env: []corev1.EnvVar{{Name: "DATABASE_URL", Value: dbURL}}}
-	mspec := processPodSpec(migrate)
-	mspec.RestartPolicy = corev1.RestartPolicyNever
-	return &routingv1alpha1.RoutingService{
-		ObjectMeta: metav1.ObjectMeta{Name: "rs-a", Namespace: ns},
-		Spec: routingv1alpha1.RoutingServiceSpec{
-			Template: corev1.PodTemplateSpec{
-				ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": "edge-router"}},
-				Spec:       processPodSpec(routerContainer("v1", 1, dbURL, extra...)),
-			},
-			Schema: routingv1alpha1.SchemaSpec{Version: "1", Migration: routingv1alpha1.MigrationSpec{
-				Template:     corev1.PodTemplateSpec{Spec: mspec},
-				BackoffLimit: ptr.To(int32(0)), ActiveDeadlineSeconds: ptr.To(int64(120)),
-			}},
-			Shards: shards,
-			Strategy: routingv1alpha1.RolloutStrategy{
-				BakeSeconds: ptr.To(int32(2)), ProgressDeadlineSeconds: ptr.To(int32(40)),
-			},
-		},
-	}
+	r := realstack.RoutingService("rs-a", ns, dbURL, 2, extra...)
+	r.Spec.Strategy = routingv1alpha1.RolloutStrategy{BakeSeconds: ptr.To(int32(2)), ProgressDeadlineSeconds: ptr.To(int32(40))}
+	return r
 }
 
-// toV2 is the routers' update: revision v2 needs schema 2, and the migration (a few seconds long)
-// brings the database there.
-func toV2(dbURL string, delay time.Duration, extra ...string) func(*routingv1alpha1.RoutingService) {
-	return func(r *routingv1alpha1.RoutingService) {
-		r.Spec.Template.Spec.Containers = []corev1.Container{routerContainer("v2", 2, dbURL, extra...)}
-		r.Spec.Schema.Version = "2"
-		m := &r.Spec.Schema.Migration.Template.Spec.Containers[0]
-		m.Image = routerImage + ":v2"
-		m.Args = []string{"migrate", "--delay=" + delay.String()}
-	}
-}
+// Shorthands for the shared builders.
+var (
+	routerContainer = realstack.RouterContainer
+	processPodSpec  = realstack.OnProcessNodes
+	toV2            = realstack.ToSchema2
+)
 
 // regionPods maps each shard to the labels of its router pods; the traffic finds the ready ones.
 // (Endpoints and EndpointSlices refuse the loopback addresses the process-backed pods have, so the
@@ -233,19 +176,7 @@ func deployment(ns, shard, region string, c corev1.Container) *appsv1.Deployment
 var agent *nodeagent.Agent
 
 func startAgent(ctx context.Context) error {
-	router := nodeagent.Executable{Path: filepath.Join(binDir, "edge-router")}
-	images := map[string]nodeagent.Executable{}
-	for _, rev := range []string{"v1", "v2", "canary"} {
-		images[routerImage+":"+rev] = router
-	}
-	var nodes []nodeagent.NodeSpec
-	for _, r := range realRegions {
-		nodes = append(nodes, nodeagent.NodeSpec{
-			Name: "process-" + r.Region, Region: r.Region,
-			Taints: []corev1.Taint{{Key: processLabel, Value: processValue, Effect: corev1.TaintEffectNoSchedule}},
-		})
-	}
 	var err error
-	agent, err = nodeagent.Start(ctx, cfg, nodeagent.Options{Nodes: nodes, Images: images, BackoffInitial: time.Second, BackoffMax: 10 * time.Second})
+	agent, err = realstack.StartAgent(ctx, cfg, filepath.Join(binDir, "edge-router"), "", "v1", "v2", "canary")
 	return err
 }

@@ -1,0 +1,125 @@
+// Package realstack holds what the demo and the end-to-end replays share to run schemagate with
+// nothing faked: the reference router (examples/edge-router) as pods on the node agent's
+// process-backed Nodes (test/nodeagent), against a real PostgreSQL (test/postgres). It builds the
+// pod specs and the RoutingService, and starts the agent; callers own the cluster and the database.
+package realstack
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
+
+	routingv1alpha1 "github.com/schemagate/schemagate/api/v1alpha1"
+	"github.com/schemagate/schemagate/pkg/rollout"
+	"github.com/schemagate/schemagate/test/nodeagent"
+)
+
+// Regions are the shards and the region label of their process-backed Node.
+var Regions = []struct{ Shard, Region string }{{"us-east", "us-east-1"}, {"eu-west", "eu-west-1"}, {"ap-south", "ap-south-1"}}
+
+const (
+	// RouterImage:<revision> is the reference router in the node agent's image table: every
+	// revision runs the same binary, and its args say how it behaves.
+	RouterImage = "schemagate.local/edge-router"
+	// RouterPort is where each router pod listens, on its own loopback address.
+	RouterPort = 8080
+)
+
+// RouterContainer is the router of one revision: it reads the route table of database (a
+// PostgreSQL URL) and needs schema; its /ready (the readiness probe) stays 503 until that schema
+// is in place. extra are more `serve` flags (--cache-policy, --check-schema=false, …).
+func RouterContainer(revision string, schema int, database string, extra ...string) corev1.Container {
+	args := append([]string{"serve", fmt.Sprintf("--schema=%d", schema), "--revision=" + revision, "--refresh=500ms"}, extra...)
+	return corev1.Container{
+		Name: "router", Image: RouterImage + ":" + revision, Args: args,
+		Ports: []corev1.ContainerPort{{Name: "http", ContainerPort: RouterPort}},
+		Env: []corev1.EnvVar{
+			{Name: "DATABASE_URL", Value: database},
+			{Name: "POD_IP", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "status.podIP"}}},
+			{Name: "REGION", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.labels['" + rollout.LabelShard + "']"}}},
+		},
+		ReadinessProbe: &corev1.Probe{
+			ProbeHandler:  corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/ready", Port: intstr.FromString("http")}},
+			PeriodSeconds: 1, FailureThreshold: 1,
+		},
+	}
+}
+
+// OnProcessNodes puts a pod on the node agent's Nodes, which are tainted so that kwok's fake pods
+// never land there (and these pods never land on kwok's Nodes). A shard's nodeSelector adds its
+// region.
+func OnProcessNodes(containers ...corev1.Container) corev1.PodSpec {
+	return corev1.PodSpec{
+		Containers:   containers,
+		NodeSelector: map[string]string{nodeagent.NodeLabel: nodeagent.NodeLabelValue},
+		Tolerations: []corev1.Toleration{{Key: nodeagent.NodeLabel, Operator: corev1.TolerationOpEqual,
+			Value: nodeagent.NodeLabelValue, Effect: corev1.TaintEffectNoSchedule}},
+		TerminationGracePeriodSeconds: ptr.To(int64(10)),
+	}
+}
+
+// RoutingService is name in namespace: the router v1 (schema 1, extra serve flags) in every region
+// with replicas pods each, and the router's own `migrate` (golang-migrate up to
+// SCHEMAGATE_SCHEMA_VERSION, which schemagate sets) as its migration Job against database, with a
+// 120 s deadline and no retry. Callers tune the strategy.
+func RoutingService(name, namespace, database string, replicas int32, extra ...string) *routingv1alpha1.RoutingService {
+	var shards []routingv1alpha1.ShardSpec
+	for _, r := range Regions {
+		shards = append(shards, routingv1alpha1.ShardSpec{Name: r.Shard, Replicas: replicas,
+			NodeSelector: map[string]string{nodeagent.RegionLabel: r.Region}})
+	}
+	migration := OnProcessNodes(corev1.Container{Name: "migrate", Image: RouterImage + ":v1", Args: []string{"migrate"},
+		Env: []corev1.EnvVar{{Name: "DATABASE_URL", Value: database}}})
+	migration.RestartPolicy = corev1.RestartPolicyNever
+	return &routingv1alpha1.RoutingService{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: namespace},
+		Spec: routingv1alpha1.RoutingServiceSpec{
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": name}},
+				Spec:       OnProcessNodes(RouterContainer("v1", 1, database, extra...)),
+			},
+			Schema: routingv1alpha1.SchemaSpec{Version: "1", Migration: routingv1alpha1.MigrationSpec{
+				Template:     corev1.PodTemplateSpec{Spec: migration},
+				BackoffLimit: ptr.To(int32(0)), ActiveDeadlineSeconds: ptr.To(int64(120)),
+			}},
+			Shards: shards,
+		},
+	}
+}
+
+// ToSchema2 is the incident's change: router v2 reads a column only migration 2 adds, and that
+// migration (delay long) is the RoutingService's migration Job.
+func ToSchema2(database string, delay time.Duration, extra ...string) func(*routingv1alpha1.RoutingService) {
+	return func(r *routingv1alpha1.RoutingService) {
+		r.Spec.Template.Spec.Containers = []corev1.Container{RouterContainer("v2", 2, database, extra...)}
+		r.Spec.Schema.Version = "2"
+		m := &r.Spec.Schema.Migration.Template.Spec.Containers[0]
+		m.Image = RouterImage + ":v2"
+		m.Args = []string{"migrate", "--delay=" + delay.String()}
+	}
+}
+
+// StartAgent registers one process-backed Node per region, tainted
+// schemagate.io/node=process:NoSchedule, whose pods run routerBinary for each revision of the
+// router image (RouterImage:<revision>). stateDir may be empty (a temporary directory).
+func StartAgent(ctx context.Context, cfg *rest.Config, routerBinary, stateDir string, revisions ...string) (*nodeagent.Agent, error) {
+	images := map[string]nodeagent.Executable{}
+	for _, rev := range revisions {
+		images[RouterImage+":"+rev] = nodeagent.Executable{Path: routerBinary}
+	}
+	var nodes []nodeagent.NodeSpec
+	for _, r := range Regions {
+		nodes = append(nodes, nodeagent.NodeSpec{
+			Name: "process-" + r.Region, Region: r.Region,
+			Taints: []corev1.Taint{{Key: nodeagent.NodeLabel, Value: nodeagent.NodeLabelValue, Effect: corev1.TaintEffectNoSchedule}},
+		})
+	}
+	return nodeagent.Start(ctx, cfg, nodeagent.Options{Nodes: nodes, Images: images, StateDir: stateDir,
+		BackoffInitial: time.Second, BackoffMax: 10 * time.Second})
+}
