@@ -190,18 +190,20 @@ func (w *world) oneRevisionPerShard() {
 }
 
 // checkEnds checks what Ready and a finished rollback claim: Ready means one live revision per
-// shard; "rolled back: shards X are back" means each X has one live ReplicaSet.
+// shard; "rolled back: shards X, Y back on …" means each of them has one live ReplicaSet.
 func (w *world) checkEnds() {
 	w.t.Helper()
 	if w.isTrue(routingv1alpha1.ConditionReady) {
 		w.oneRevisionPerShard()
 	}
 	c := w.condition(routingv1alpha1.ConditionStalled)
-	if c == nil || c.Status != metav1.ConditionTrue || !strings.Contains(c.Message, "; rolled back: shards ") {
+	const marker = "; rolled back: "
+	if c == nil || c.Status != metav1.ConditionTrue || !strings.Contains(c.Message, marker) {
 		return
 	}
-	list := c.Message[strings.Index(c.Message, "; rolled back: shards ")+len("; rolled back: shards "):]
-	list = list[:strings.Index(list, " are back")]
+	list := c.Message[strings.Index(c.Message, marker)+len(marker):]
+	list = list[:strings.Index(list, " back on")]
+	list = strings.TrimPrefix(strings.TrimPrefix(list, "shards "), "shard ")
 	for _, shard := range strings.Split(list, ", ") {
 		var live []string
 		for _, rs := range w.rss {

@@ -31,7 +31,8 @@ func (p *planner) handleFailure() {
 		policy = routingv1alpha1.FailurePolicyRollback
 	}
 	if policy == routingv1alpha1.FailurePolicyHalt {
-		p.stall(f.Reason, fmt.Sprintf("%s; failurePolicy is Halt: nothing more is changed until the spec changes", msg))
+		p.stall(f.Reason, fmt.Sprintf("%s; failurePolicy is Halt: nothing more is changed until the spec changes (annotate %s to roll back the shards it touched, or %s to try again from shard %s)",
+			msg, routingv1alpha1.AnnotationAbort, routingv1alpha1.AnnotationRetry, orNone(f.Shard)))
 		return
 	}
 
@@ -75,14 +76,22 @@ func (p *planner) handleFailure() {
 	}
 	switch {
 	case len(rolling) > 0:
-		p.stall(f.Reason, fmt.Sprintf("%s; rolling back shards %s to the revisions that served them last", msg, strings.Join(rolling, ", ")))
+		p.stall(f.Reason, fmt.Sprintf("%s; rolling back %s to the revisions that served them last", msg, shardList(rolling)))
 	case len(stuck) > 0:
-		p.stall(f.Reason, fmt.Sprintf("%s; shards %s have no earlier revision to roll back to and are left as they are until the spec changes", msg, strings.Join(stuck, ", ")))
+		p.stall(f.Reason, fmt.Sprintf("%s; %s: no earlier revision to roll back to, left as it is until the spec changes", msg, shardList(stuck)))
 	case len(back) > 0:
-		p.stall(f.Reason, fmt.Sprintf("%s; rolled back: shards %s are back on the revisions that served them last, and no other shard was changed", msg, strings.Join(back, ", ")))
+		p.stall(f.Reason, fmt.Sprintf("%s; rolled back: %s back on the revision that served it last, and no other shard was changed", msg, shardList(back)))
 	default:
 		p.stall(f.Reason, fmt.Sprintf("%s; no shard runs revision %s, nothing was changed", msg, p.update))
 	}
+}
+
+// shardList names shards for a message: "shard us-east", "shards us-east, eu-west".
+func shardList(names []string) string {
+	if len(names) == 1 {
+		return "shard " + names[0]
+	}
+	return "shards " + strings.Join(names, ", ")
 }
 
 func revisionOf(rs *appsv1.ReplicaSet) string {

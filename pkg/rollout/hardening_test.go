@@ -490,3 +490,27 @@ func TestFlappingRevisionFailsWithinTheDeadline(t *testing.T) {
 		t.Fatalf("the flap never reached the bake, so this test proves nothing; log:\n%s", strings.Join(w.log, "\n"))
 	}
 }
+
+// Found by a new user's trial: reverting to the stable revision after a failure ends with
+// Ready=True, and a RolloutComplete Event says so (tools count Events and the outcome metric).
+func TestRevertAfterFailureRecordsRolloutComplete(t *testing.T) {
+	w := steady(t)
+	w.update("app:broken", "1", "migrate:ok")
+	w.run(200, func() bool {
+		c := w.condition(routingv1alpha1.ConditionStalled)
+		return c != nil && c.Status == "True" && strings.Contains(c.Message, "rolled back")
+	})
+	w.events = nil
+	w.update("app:v1", "1", "migrate:ok")
+	w.run(200, func() bool { return w.isTrue(routingv1alpha1.ConditionReady) })
+	if !w.sawEvent(EventRolloutComplete) {
+		t.Fatal("no RolloutComplete Event for the revert")
+	}
+	n := len(w.events)
+	for i := 0; i < 5; i++ {
+		w.step(time.Minute)
+	}
+	if len(w.events) != n {
+		t.Fatalf("events after the end: %v", w.events[n:])
+	}
+}

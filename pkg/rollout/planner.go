@@ -92,7 +92,9 @@ type planner struct {
 	plan   Plan
 
 	gateOpen bool
-	pods     []*corev1.Pod
+	// promotedNow: a shard became Promoted in this reconcile.
+	promotedNow bool
+	pods        []*corev1.Pod
 	// retry and promote are new control annotation values to act on in this reconcile; they are
 	// set to "" once used.
 	retry, promoteToken string

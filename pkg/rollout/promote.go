@@ -69,6 +69,7 @@ func (p *planner) promote() {
 			if !p.now.Before(end) {
 				baked := p.since(ss.StepStartTime)
 				p.stepTo(ss, routingv1alpha1.ShardStepPromoted)
+				p.promotedNow = true
 				p.event(false, EventShardPromoted, "shard %s promoted to revision %s", shard.Name, p.update)
 				p.measure(PhaseShardBake, shard.Name, baked)
 				continue
@@ -93,6 +94,7 @@ func (p *planner) promote() {
 			}
 			if p.update == p.status.StableRevision || bake == 0 {
 				p.stepTo(ss, routingv1alpha1.ShardStepPromoted)
+				p.promotedNow = true
 				p.event(false, EventShardPromoted, "shard %s promoted to revision %s", shard.Name, p.update)
 				p.measure(PhaseShardProgress, shard.Name, progressed)
 				continue

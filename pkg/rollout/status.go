@@ -83,11 +83,16 @@ func (p *planner) summarize() {
 
 // markStable makes the update revision the stable one (the last-known-good that rollbacks return
 // to) once it is promoted in every shard.
+//
+// RolloutComplete is recorded when the update revision becomes stable, and also when a rollout of
+// the stable revision itself completes (a revert after a failure or an abort: its last shard was
+// promoted in this reconcile), so tools that count Events or the outcome metric see it end.
 func (p *planner) markStable() {
-	if p.rolloutComplete() && p.status.StableRevision != p.update {
-		p.event(false, EventRolloutComplete, "revision %s is promoted in every shard and is now the stable revision", p.update)
-		p.status.StableRevision = p.update
+	if !p.rolloutComplete() || (p.status.StableRevision == p.update && !p.promotedNow) {
+		return
 	}
+	p.event(false, EventRolloutComplete, "revision %s is promoted in every shard and is now the stable revision", p.update)
+	p.status.StableRevision = p.update
 }
 
 func (p *planner) setCondition(conditionType string, status metav1.ConditionStatus, reason, message string) {
