@@ -18,6 +18,9 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/schemagate/schemagate/test/postgres"
+	"path/filepath"
+
+	"github.com/schemagate/schemagate/pkg/schemareport"
 )
 
 // pg is a real PostgreSQL server shared by the tests; each test works in a database of its own.
@@ -359,5 +362,39 @@ func TestFlags(t *testing.T) {
 	}
 	if got := migrateURL("postgresql://u@h/db?sslmode=disable"); got != "pgx5://u@h/db?sslmode=disable" {
 		t.Errorf("migrateURL: %s", got)
+	}
+}
+
+// migrate writes a schema report (docs/schema-report.md) after each run: the version reached, and
+// dirty when a migration failed half-way — also when the run itself fails.
+func TestMigrateWritesASchemaReport(t *testing.T) {
+	url := newDatabase(t, pg)
+	path := filepath.Join(t.TempDir(), "termination-log")
+	read := func() schemareport.Report {
+		t.Helper()
+		b, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r, err := schemareport.Parse(b)
+		if err != nil {
+			t.Fatalf("the report does not parse: %v: %s", err, b)
+		}
+		return r
+	}
+	if err := runMigrate(t.Context(), migrateConfig{DatabaseURL: url, Target: 2, ReportPath: path}, io.Discard); err != nil {
+		t.Fatal(err)
+	}
+	if r := read(); r.Version != "2" || r.Dirty || r.Tool != "golang-migrate" {
+		t.Fatalf("after migrating to 2: %+v", r)
+	}
+	if !query[bool](t, url, `UPDATE schema_migrations SET dirty = true RETURNING dirty`) {
+		t.Fatal("could not mark the database dirty")
+	}
+	if err := runMigrate(t.Context(), migrateConfig{DatabaseURL: url, Target: 2, ReportPath: path}, io.Discard); err == nil {
+		t.Fatal("a dirty database was migrated")
+	}
+	if r := read(); r.Version != "2" || !r.Dirty {
+		t.Fatalf("a dirty database must be reported dirty: %+v", r)
 	}
 }

@@ -115,6 +115,10 @@ type migrateConfig struct {
 	DatabaseURL string
 	Target      uint // from SCHEMAGATE_SCHEMA_VERSION, set by schemagate on the migration Job
 	Delay       time.Duration
+	// ReportPath receives the schema report (docs/schema-report.md) after the migration, whatever
+	// its outcome: --report-path, else $TERMINATION_MESSAGE_PATH, else /dev/termination-log when it
+	// exists; "-" or none: no report.
+	ReportPath string
 }
 
 func parseMigrateFlags(args []string) (migrateConfig, error) {
@@ -122,7 +126,14 @@ func parseMigrateFlags(args []string) (migrateConfig, error) {
 	fs := flag.NewFlagSet("migrate", flag.ExitOnError)
 	fs.StringVar(&c.DatabaseURL, "database-url", "", "PostgreSQL URL (default $DATABASE_URL)")
 	fs.DurationVar(&c.Delay, "delay", 0, "sleep this long before migrating (to make a migration slow in tests)")
+	fs.StringVar(&c.ReportPath, "report-path", "", "where to write the schema report (default $TERMINATION_MESSAGE_PATH, else /dev/termination-log if it exists; - for none)")
 	_ = fs.Parse(args)
+	if c.ReportPath == "" {
+		c.ReportPath = os.Getenv("TERMINATION_MESSAGE_PATH")
+	}
+	if _, err := os.Stat("/dev/termination-log"); c.ReportPath == "" && err == nil {
+		c.ReportPath = "/dev/termination-log"
+	}
 	c.DatabaseURL = orEnv(c.DatabaseURL, "DATABASE_URL", "", "")
 
 	if c.DatabaseURL == "" {

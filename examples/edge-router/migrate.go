@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"os"
+	"strconv"
 	"strings"
 	"time"
 
@@ -14,6 +16,8 @@ import (
 	_ "github.com/golang-migrate/migrate/v4/database/pgx/v5" // registers pgx5://
 	"github.com/golang-migrate/migrate/v4/source/iofs"
 	"github.com/jackc/pgx/v5"
+
+	"github.com/schemagate/schemagate/pkg/schemareport"
 )
 
 // The migrations are expand-only (no down files): a binary of the previous schema keeps working
@@ -56,6 +60,9 @@ func runMigrate(ctx context.Context, cfg migrateConfig, out io.Writer) error {
 		return fmt.Errorf("open database: %w", err)
 	}
 	defer m.Close()
+	// Whatever happens next, say where the database ended up: schemagate reads this report from
+	// the pod's termination message (docs/schema-report.md).
+	defer writeReport(m, cfg.ReportPath, out)
 
 	from, dirty, err := m.Version()
 	if errors.Is(err, migrate.ErrNilVersion) {
@@ -92,4 +99,27 @@ func withScheme(u, scheme string) string {
 		}
 	}
 	return u
+}
+
+// writeReport writes the schema report of the database m points at to path (no report for "" or
+// "-"). A failure to report is printed, not returned: the migration's own outcome is the exit code.
+func writeReport(m *migrate.Migrate, path string, out io.Writer) {
+	if path == "" || path == "-" {
+		return
+	}
+	version, dirty, err := m.Version()
+	if errors.Is(err, migrate.ErrNilVersion) {
+		version, err = 0, nil
+	}
+	if err != nil {
+		fmt.Fprintf(out, "no schema report: reading the version: %v\n", err)
+		return
+	}
+	b, err := schemareport.Encode(schemareport.Report{Version: strconv.FormatUint(uint64(version), 10), Dirty: dirty, Tool: "golang-migrate"})
+	if err == nil {
+		err = os.WriteFile(path, b, 0o644)
+	}
+	if err != nil {
+		fmt.Fprintf(out, "no schema report: %v\n", err)
+	}
 }
