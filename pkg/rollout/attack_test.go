@@ -92,14 +92,7 @@ func (w *world) attackStep(d time.Duration) Plan {
 			}
 		}
 	}
-	if n := w.liveMigrations(); n > 1 {
-		w.t.Fatalf("S-15: %d migration Jobs run at once; log:\n%s", n, strings.Join(w.log, "\n"))
-	}
-	w.tick()
-	if n := w.liveMigrations(); n > 1 {
-		w.t.Fatalf("S-15: %d migration Jobs run at once; log:\n%s", n, strings.Join(w.log, "\n"))
-	}
-	w.now = w.now.Add(d)
+	w.tickChecked(d)
 	return plan
 }
 

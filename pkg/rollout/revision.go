@@ -177,12 +177,16 @@ func removeDefault(node any, segments []string, value any) {
 
 // prune drops, recursively, every object member whose value is null, {} or [] once pruned itself.
 // List elements are pruned but kept in place. It modifies v.
-func prune(v any) any {
+func prune(v any) any { return dropMembers(v, isEmptyJSON) }
+
+// dropMembers drops, recursively, every object member whose value, once itself handled, drop
+// says to drop. List elements are handled but kept in place. It modifies v.
+func dropMembers(v any, drop func(any) bool) any {
 	switch t := v.(type) {
 	case map[string]any:
 		for k, e := range t {
-			e = prune(e)
-			if isEmptyJSON(e) {
+			e = dropMembers(e, drop)
+			if drop(e) {
 				delete(t, k)
 				continue
 			}
@@ -190,7 +194,7 @@ func prune(v any) any {
 		}
 	case []any:
 		for i, e := range t {
-			t[i] = prune(e)
+			t[i] = dropMembers(e, drop)
 		}
 	}
 	return v
@@ -257,22 +261,10 @@ func TemplateMatches(want, have corev1.PodTemplateSpec) (ok bool, diff string) {
 // dropNullsAndEmptyLists drops, recursively, the object members whose value is null or [] once
 // dropped itself. It modifies v.
 func dropNullsAndEmptyLists(v any) any {
-	switch t := v.(type) {
-	case map[string]any:
-		for k, e := range t {
-			e = dropNullsAndEmptyLists(e)
-			if l, isList := e.([]any); e == nil || (isList && len(l) == 0) {
-				delete(t, k)
-				continue
-			}
-			t[k] = e
-		}
-	case []any:
-		for i, e := range t {
-			t[i] = dropNullsAndEmptyLists(e)
-		}
-	}
-	return v
+	return dropMembers(v, func(e any) bool {
+		l, isList := e.([]any)
+		return e == nil || (isList && len(l) == 0)
+	})
 }
 
 // matchJSON reports whether have matches want (see TemplateMatches), and where not.
