@@ -34,6 +34,13 @@ const (
 	// DefaultMigrationActiveDeadlineSeconds is spec.schema.migration.activeDeadlineSeconds's
 	// default, in seconds.
 	DefaultMigrationActiveDeadlineSeconds int64 = 600
+	// DefaultSchemaEvidence is spec.schema.evidence's default.
+	DefaultSchemaEvidence = SchemaEvidenceReport
+	// DefaultCheckBackoffLimit is spec.schema.check.backoffLimit's default, in retries.
+	DefaultCheckBackoffLimit int32 = 1
+	// DefaultCheckActiveDeadlineSeconds is spec.schema.check.activeDeadlineSeconds's default, in
+	// seconds.
+	DefaultCheckActiveDeadlineSeconds int64 = 120
 )
 
 // MaxSurgeOrDefault returns maxSurge, or DefaultMaxSurge (25%) when it is not set.
@@ -95,4 +102,23 @@ func (m *MigrationSpec) BackoffLimitOrDefault() int32 {
 // DefaultMigrationActiveDeadlineSeconds (600) when it is not set.
 func (m *MigrationSpec) ActiveDeadlineSecondsOrDefault() int64 {
 	return ptr.Deref(m.ActiveDeadlineSeconds, DefaultMigrationActiveDeadlineSeconds)
+}
+
+// EvidenceOrDefault returns evidence, or DefaultSchemaEvidence (Report) when it is empty.
+func (s *SchemaSpec) EvidenceOrDefault() SchemaEvidence {
+	if s.Evidence == "" {
+		return DefaultSchemaEvidence
+	}
+	return s.Evidence
+}
+
+// BackoffLimitOrDefault returns backoffLimit, or DefaultCheckBackoffLimit (1) when it is not set.
+func (c *SchemaCheckSpec) BackoffLimitOrDefault() int32 {
+	return ptr.Deref(c.BackoffLimit, DefaultCheckBackoffLimit)
+}
+
+// ActiveDeadlineSecondsOrDefault returns activeDeadlineSeconds, or
+// DefaultCheckActiveDeadlineSeconds (120) when it is not set.
+func (c *SchemaCheckSpec) ActiveDeadlineSecondsOrDefault() int64 {
+	return ptr.Deref(c.ActiveDeadlineSeconds, DefaultCheckActiveDeadlineSeconds)
 }

@@ -97,6 +97,9 @@ func TestCRDDefaultsMatchGoConstants(t *testing.T) {
 		"strategy.revisionHistoryLimit":          DefaultRevisionHistoryLimit,
 		"schema.migration.backoffLimit":          DefaultMigrationBackoffLimit,
 		"schema.migration.activeDeadlineSeconds": DefaultMigrationActiveDeadlineSeconds,
+		"schema.evidence":                        DefaultSchemaEvidence,
+		"schema.check.backoffLimit":              DefaultCheckBackoffLimit,
+		"schema.check.activeDeadlineSeconds":     DefaultCheckActiveDeadlineSeconds,
 	}
 	got := specDefaults(t)
 	var paths []string

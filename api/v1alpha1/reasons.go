@@ -14,3 +14,28 @@ const (
 	// this RoutingService (an earlier version's) to end, since two migrations never run at once (S-15).
 	ReasonWaitingForMigration = "WaitingForMigration"
 )
+
+// Condition reasons of the schema report (issue 10, scenarios S-23, S-24; docs/schema-report.md).
+const (
+	// ReasonSchemaMismatch: a migration or check Job finished, but its schema report says the
+	// database is at a lower version than spec.schema.version. The gate stays closed; Stalled=True
+	// until a retry annotation or a changed migration template starts the next attempt (S-24).
+	ReasonSchemaMismatch = "SchemaMismatch"
+	// ReasonSchemaDirty: the latest schema report says the database is dirty (a migration failed
+	// half-way). Only a person may clear it: no automatic retry; after the fix, a retry annotation
+	// starts the next attempt.
+	ReasonSchemaDirty = "SchemaDirty"
+	// ReasonInvalidSchemaReport: a Job that finished wrote no schema report, or one that cannot be
+	// read (too large, malformed, an unknown format, a version that is not a version). The gate
+	// stays closed; Stalled=True.
+	ReasonInvalidSchemaReport = "InvalidSchemaReport"
+	// ReasonCheckingSchema: a check Job is asking the database for its version (after a migration,
+	// with spec.schema.check.afterMigration).
+	ReasonCheckingSchema = "CheckingSchema"
+	// ReasonSchemaCheckFailed: the check Job failed or ran past its deadline without a report.
+	ReasonSchemaCheckFailed = "SchemaCheckFailed"
+	// ReasonSchemaEvidenceLost: the Job that confirmed the schema is gone, no check Job is
+	// configured, and the rollout needs the gate open; a retry annotation runs the migration again
+	// (S-23).
+	ReasonSchemaEvidenceLost = "SchemaEvidenceLost"
+)

@@ -19,8 +19,9 @@ type RoutingServiceSpec struct {
 	Template corev1.PodTemplateSpec `json:"template"`
 
 	// schema declares the database schema version the template requires and the migration Job
-	// that brings the database to it. No pod of a revision runs before its schema is confirmed by
-	// the success of that Job.
+	// that brings the database to it. No pod of a revision runs before its schema is confirmed:
+	// by default by the schema report the migration (or check) Job's container writes, saying the
+	// database is at that version or above and not dirty (docs/schema-report.md).
 	// +required
 	Schema SchemaSpec `json:"schema"`
 
@@ -65,6 +66,71 @@ type SchemaSpec struct {
 	// version and attempt, before any pod of the revision.
 	// +required
 	Migration MigrationSpec `json:"migration"`
+
+	// evidence says what confirms a schema version. Report (the default): the schema report a
+	// migration or check container writes to its termination message (docs/schema-report.md) must
+	// say the database is at version or above and not dirty; a Job that succeeds without one
+	// confirms nothing. JobSuccess: the success of the migration Job is enough, for migration
+	// images that cannot write a report; a Job that exits 0 without migrating then opens the gate.
+	// Report is the default because a Complete Job is not a migrated database (issue 10,
+	// scenario S-24).
+	// +optional
+	// +kubebuilder:default=Report
+	Evidence SchemaEvidence `json:"evidence,omitempty"`
+
+	// check is an optional read-only Job that asks the database which version it is at, without
+	// changing it, and writes a schema report. schemagate runs it instead of the migration when
+	// the Job that confirmed the current version is gone (a ttlSecondsAfterFinished, a person):
+	// conditions stay as they are while it runs, no migration runs again, and nothing is scaled
+	// up until it reports (scenario S-23). Without it, lost evidence is reported and waits for a
+	// retry annotation.
+	// +optional
+	Check *SchemaCheckSpec `json:"check,omitempty"`
+}
+
+// SchemaEvidence names what confirms a schema version.
+// +kubebuilder:validation:Enum=Report;JobSuccess
+type SchemaEvidence string
+
+const (
+	// SchemaEvidenceReport: the migration or check Job's schema report confirms the version.
+	SchemaEvidenceReport SchemaEvidence = "Report"
+	// SchemaEvidenceJobSuccess: the migration Job's success confirms the version it was created for.
+	SchemaEvidenceJobSuccess SchemaEvidence = "JobSuccess"
+)
+
+// SchemaCheckSpec describes the check Job: a read-only container (for instance
+// `schemagate-schema report --tool golang-migrate`) that writes a schema report and exits.
+type SchemaCheckSpec struct {
+	// template is the check Job's pod template. restartPolicy must be Never or OnFailure. The
+	// container receives SCHEMAGATE_SCHEMA_VERSION (the required version) in its environment. It
+	// must not change the database.
+	// +required
+	// +kubebuilder:validation:XValidation:rule="has(self.spec.restartPolicy) && self.spec.restartPolicy in ['Never', 'OnFailure']",message="spec.schema.check.template.spec.restartPolicy must be Never or OnFailure",fieldPath=".spec.restartPolicy"
+	// +kubebuilder:validation:XValidation:rule="size(self.spec.containers) > 0 && self.spec.containers.all(c, has(c.image) && size(c.image) > 0)",message="spec.schema.check.template.spec.containers[].image must not be empty",fieldPath=".spec.containers"
+	Template corev1.PodTemplateSpec `json:"template"`
+
+	// afterMigration, when true, runs the check right after each successful migration as an
+	// independent confirmation: the gate opens only on the check's report. Default false.
+	// +optional
+	AfterMigration bool `json:"afterMigration,omitempty"`
+
+	// backoffLimit is the number of retries of the check pod before the check Job fails.
+	// Default 1.
+	// +optional
+	// +kubebuilder:default=1
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=20
+	BackoffLimit *int32 `json:"backoffLimit,omitempty"`
+
+	// activeDeadlineSeconds bounds the check, in seconds from the Job's creation; past it (plus
+	// 10 s for the Job controller) the RoutingService is Stalled with SchemaCheckFailed.
+	// Default 120 s.
+	// +optional
+	// +kubebuilder:default=120
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=86400
+	ActiveDeadlineSeconds *int64 `json:"activeDeadlineSeconds,omitempty"`
 }
 
 // MigrationSpec describes the migration Job.
@@ -201,11 +267,31 @@ type SchemaStatus struct {
 	// +optional
 	RequiredVersion string `json:"requiredVersion,omitempty"`
 
-	// confirmedVersion is the highest schema version confirmed by the success of a migration Job
-	// that this RoutingService owns. It is read back from those Jobs on every reconcile, never
-	// trusted from this field, an annotation, or another object (scenario S-03).
+	// confirmedVersion is the schema version the database is confirmed to be at: from the latest
+	// schema report of a migration or check Job this RoutingService owns (with evidence Report),
+	// or from the success of its migration Jobs (JobSuccess). It is read back from those Jobs and
+	// their pods on every reconcile, never trusted from this field, an annotation, or another
+	// object (scenario S-03).
 	// +optional
 	ConfirmedVersion string `json:"confirmedVersion,omitempty"`
+
+	// confirmedBy is the Job whose report (or success) gives confirmedVersion.
+	// +optional
+	ConfirmedBy string `json:"confirmedBy,omitempty"`
+
+	// reportedVersion is the version the latest schema report says the database is at, dirty or
+	// not; empty when no report was read.
+	// +optional
+	ReportedVersion string `json:"reportedVersion,omitempty"`
+
+	// reportedBy is the Job whose report gives reportedVersion, and the tool the report names,
+	// as "<job> (<tool>)".
+	// +optional
+	ReportedBy string `json:"reportedBy,omitempty"`
+
+	// checkJob is the name of the current (or last) check Job, when spec.schema.check is set.
+	// +optional
+	CheckJob string `json:"checkJob,omitempty"`
 
 	// migrationJob is the name of the current (or last) migration Job.
 	// +optional
@@ -284,7 +370,7 @@ const (
 	ConditionReconciling = "Reconciling"
 	// ConditionStalled is True when progress needs a human: migration failed, progress deadline exceeded.
 	ConditionStalled = "Stalled"
-	// ConditionSchemaReady is True when the required schema version is confirmed by a migration Job.
+	// ConditionSchemaReady is True when the required schema version is confirmed (spec.schema.evidence).
 	ConditionSchemaReady = "SchemaReady"
 	// ConditionAvailable is True when every shard has at least replicas - maxUnavailable available pods.
 	ConditionAvailable = "Available"

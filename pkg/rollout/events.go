@@ -33,6 +33,8 @@ const (
 	EventRetryIgnored        = "RetryIgnored"                                 // a retry with nothing failed
 	EventBakeSkipped         = "BakeSkipped"                                  // promote ended a bake early
 	EventPromoteIgnored      = "PromoteIgnored"                               // a promote with no shard baking
+	EventSchemaEvidenceLost  = routingv1alpha1.ReasonSchemaEvidenceLost       // the Job that confirmed the schema is gone
+	EventCheckStarted        = "SchemaCheckStarted"                           // a check Job asks the database for its version
 )
 
 // Phases measured by Event.Duration (the manager exports them as

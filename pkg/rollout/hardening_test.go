@@ -394,6 +394,14 @@ func TestS20OrphansAreAdoptedNeverEvidence(t *testing.T) {
 	if adopted != 3 {
 		t.Fatalf("adopted %d ReplicaSets, want 3: %v", adopted, plan.Actions)
 	}
+	// The adopted ReplicaSets served schema 1, so it was confirmed; the orphaned Job is not
+	// evidence, and without spec.schema.check nothing may confirm it again but a retry (S-23).
+	if c := w.condition(routingv1alpha1.ConditionStalled); c.Reason != routingv1alpha1.ReasonSchemaEvidenceLost {
+		t.Fatalf("the orphaned schema-1 Job is not evidence: Stalled = %+v", c)
+	}
+	// A retry runs attempt 1, whose name the orphaned Job holds.
+	w.annotate(routingv1alpha1.AnnotationRetry, "r1")
+	w.step(time.Second)
 	if c := w.condition(routingv1alpha1.ConditionStalled); c.Reason != routingv1alpha1.ReasonNameConflict {
 		t.Fatalf("the orphaned schema-1 Job holds the name: Stalled = %+v", c)
 	}

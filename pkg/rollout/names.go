@@ -17,6 +17,8 @@ const (
 	LabelComponent     = "app.kubernetes.io/component"
 	ComponentRouting   = "routing"
 	ComponentMigration = "migration"
+	// ComponentCheck labels check Jobs and their pods (spec.schema.check).
+	ComponentCheck = "check"
 	LabelName          = "schemagate.io/name"
 	LabelShard         = "schemagate.io/shard"
 	LabelRevision      = "schemagate.io/revision"
@@ -37,6 +39,13 @@ func ReplicaSetName(rsvcName, shard, revision string) string {
 // (version, attempt) gets AlreadyExists instead of a second migration (scenario S-10).
 func MigrationJobName(rsvcName, version string, attempt int32) string {
 	return fmt.Sprintf("%s-schema-%s-%d", rsvcName, shortHash(version)[:8], attempt)
+}
+
+// CheckJobName is <routingservice>-check-<hash of version>-<n>, at most 62 characters: the n-th
+// check Job for a required version. Deterministic like MigrationJobName, so a manager restarted
+// mid-check finds its check Job instead of starting a second one.
+func CheckJobName(rsvcName, version string, n int32) string {
+	return fmt.Sprintf("%s-check-%s-%d", rsvcName, shortHash(version)[:8], n)
 }
 
 func shortHash(v any) string {

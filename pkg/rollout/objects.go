@@ -71,14 +71,33 @@ func RequiredSchema(rs *appsv1.ReplicaSet) string { return rs.Annotations[annota
 // that confirms the version), and a controller reference to rsvc.
 func NewMigrationJob(rsvc *routingv1alpha1.RoutingService, version string, attempt int32) *batchv1.Job {
 	m := rsvc.Spec.Schema.Migration
+	j := newSchemaJob(rsvc, ComponentMigration, MigrationJobName(rsvc.Name, version, attempt), version, attempt,
+		m.Template, m.BackoffLimitOrDefault(), migrationDeadlineSeconds(rsvc))
+	j.Annotations = map[string]string{annotationMigrationTemplate: migrationTemplateHash(rsvc)}
+	return j
+}
+
+// NewCheckJob builds the n-th check Job for a required version from spec.schema.check, which the
+// caller ensures is set: like a migration Job, with component "check" and the check's backoffLimit
+// and activeDeadlineSeconds.
+func NewCheckJob(rsvc *routingv1alpha1.RoutingService, version string, n int32) *batchv1.Job {
+	c := rsvc.Spec.Schema.Check
+	return newSchemaJob(rsvc, ComponentCheck, CheckJobName(rsvc.Name, version, n), version, n,
+		c.Template, c.BackoffLimitOrDefault(), c.ActiveDeadlineSecondsOrDefault())
+}
+
+// newSchemaJob builds a migration or check Job: template with schemagate's labels (the component,
+// the version and the attempt n) and SCHEMAGATE_SCHEMA_VERSION in every container.
+func newSchemaJob(rsvc *routingv1alpha1.RoutingService, component, name, version string, n int32,
+	template corev1.PodTemplateSpec, backoff int32, deadline int64) *batchv1.Job {
 	labels := map[string]string{
 		LabelManagedBy:     ManagedByValue,
-		LabelComponent:     ComponentMigration,
+		LabelComponent:     component,
 		LabelName:          rsvc.Name,
 		LabelSchemaVersion: version,
-		LabelAttempt:       strconv.Itoa(int(attempt)),
+		LabelAttempt:       strconv.Itoa(int(n)),
 	}
-	tmpl := *m.Template.DeepCopy()
+	tmpl := *template.DeepCopy()
 	tmpl.Labels = mergeLabels(tmpl.Labels, labels)
 	for i := range tmpl.Spec.InitContainers {
 		tmpl.Spec.InitContainers[i].Env = append(tmpl.Spec.InitContainers[i].Env, corev1.EnvVar{Name: EnvSchemaVersion, Value: version})
@@ -86,18 +105,16 @@ func NewMigrationJob(rsvc *routingv1alpha1.RoutingService, version string, attem
 	for i := range tmpl.Spec.Containers {
 		tmpl.Spec.Containers[i].Env = append(tmpl.Spec.Containers[i].Env, corev1.EnvVar{Name: EnvSchemaVersion, Value: version})
 	}
-	backoff := ptr.To(m.BackoffLimitOrDefault())
 	return &batchv1.Job{
 		ObjectMeta: metav1.ObjectMeta{
-			Name:            MigrationJobName(rsvc.Name, version, attempt),
+			Name:            name,
 			Namespace:       rsvc.Namespace,
 			Labels:          maps.Clone(labels),
-			Annotations:     map[string]string{annotationMigrationTemplate: migrationTemplateHash(rsvc)},
 			OwnerReferences: []metav1.OwnerReference{controllerRef(rsvc)},
 		},
 		Spec: batchv1.JobSpec{
-			BackoffLimit:          backoff,
-			ActiveDeadlineSeconds: ptr.To(migrationDeadlineSeconds(rsvc)),
+			BackoffLimit:          ptr.To(backoff),
+			ActiveDeadlineSeconds: ptr.To(deadline),
 			Template:              tmpl,
 		},
 	}

@@ -47,7 +47,7 @@ func (p *planner) taken(kind, name string) string {
 			if j.Name != name {
 				continue
 			}
-			for _, oj := range p.jobs {
+			for _, oj := range append(append([]ownedJob{}, p.jobs...), p.checks...) {
 				if oj.job.UID == j.UID {
 					return ""
 				}

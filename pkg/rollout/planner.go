@@ -75,6 +75,11 @@ type planner struct {
 	// oldest first.
 	shards    map[string]*shardSet
 	jobs      []ownedJob
+	// checks are the check Jobs (spec.schema.check) that count as evidence, like jobs.
+	checks []ownedJob
+	// readings are what the finished migration and check Jobs say about the database, oldest
+	// first (evidence.go).
+	readings []*reading
 	conflicts []Conflict
 	// mismatch[shard] explains why the ReplicaSet named for the update revision in shard is not
 	// that revision: it runs another template (S-22), or its name is held by another object (S-21).
@@ -92,6 +97,9 @@ type planner struct {
 	plan   Plan
 
 	gateOpen bool
+	// holding: the gate is closed while lost evidence is re-established (a check Job runs, or a
+	// steady RoutingService has none configured), and the conditions stay as they were (S-23).
+	holding bool
 	// promotedNow: a shard became Promoted in this reconcile.
 	promotedNow bool
 	pods        []*corev1.Pod
@@ -156,7 +164,8 @@ func newPlanner(o Observed) *planner {
 		})
 	}
 	p.matchTemplates()
-	p.jobs = ownedJobs(rsvc, o.Jobs)
+	p.jobs = ownedJobs(rsvc, o.Jobs, ComponentMigration)
+	p.checks = ownedJobs(rsvc, o.Jobs, ComponentCheck)
 	p.pods = o.Pods
 
 	p.sanitizeStatus()

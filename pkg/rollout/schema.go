@@ -32,24 +32,39 @@ const conflictRecheck = 15 * time.Second
 // ownedJob is a migration Job that counts as evidence: controlled by this RoutingService and named
 // exactly as MigrationJobName(version, attempt) from its own labels, so neither a Job of another
 // RoutingService nor an edited label can confirm a version (scenario S-03).
+// Check Jobs (spec.schema.check) are kept the same way, with check set and attempt their number.
 type ownedJob struct {
 	job     *batchv1.Job
 	version string
 	attempt int32
+	check   bool
 }
 
-func ownedJobs(rsvc *routingv1alpha1.RoutingService, jobs []*batchv1.Job) []ownedJob {
+func (oj *ownedJob) kind() string {
+	if oj.check {
+		return "check"
+	}
+	return "migration"
+}
+
+// ownedJobs returns the Jobs of component (ComponentMigration or ComponentCheck) that count as
+// evidence, lowest attempt first.
+func ownedJobs(rsvc *routingv1alpha1.RoutingService, jobs []*batchv1.Job, component string) []ownedJob {
+	name := MigrationJobName
+	if component == ComponentCheck {
+		name = CheckJobName
+	}
 	var out []ownedJob
 	for _, j := range jobs {
-		if !metav1.IsControlledBy(j, rsvc) || j.Labels[LabelComponent] != ComponentMigration {
+		if j == nil || !metav1.IsControlledBy(j, rsvc) || j.Labels[LabelComponent] != component {
 			continue
 		}
 		version := j.Labels[LabelSchemaVersion]
 		attempt, err := strconv.Atoi(j.Labels[LabelAttempt])
-		if err != nil || !schemaversion.Valid(version) || j.Name != MigrationJobName(rsvc.Name, version, int32(attempt)) {
+		if err != nil || attempt < 0 || attempt > 1<<30 || !schemaversion.Valid(version) || j.Name != name(rsvc.Name, version, int32(attempt)) {
 			continue
 		}
-		out = append(out, ownedJob{job: j, version: version, attempt: int32(attempt)})
+		out = append(out, ownedJob{job: j, version: version, attempt: int32(attempt), check: component == ComponentCheck})
 	}
 	sort.Slice(out, func(i, k int) bool { return out[i].attempt < out[k].attempt })
 	return out
@@ -64,20 +79,29 @@ func jobCondition(j *batchv1.Job, t batchv1.JobConditionType) *batchv1.JobCondit
 	return nil
 }
 
-// schemaGate computes status.schema and the SchemaReady condition, starts the migration Job when
-// the required version is not confirmed, and reports whether the gate is open: whether pods of the
-// update revision may run. Versions are compared as versions everywhere ("2" and "2.0" are one
-// version, one Job name). The rules, in order:
+// schemaGate computes status.schema and the SchemaReady condition, starts the migration (or check)
+// Job when the required version is not confirmed, and reports whether the gate is open: whether
+// pods of the update revision may run. Versions are compared as versions everywhere ("2" and "2.0"
+// are one version, one Job name). What the database is at comes from the latest reading of a
+// finished migration or check Job this RoutingService controls (evidence.go): its schema report
+// (evidence Report, the default) or its success (JobSuccess). The rules, in order:
 //
-//   - open: a migration Job this RoutingService controls succeeded for a version >= required;
+//   - open: the latest reading says the database is at a version >= required and not dirty (with
+//     check.afterMigration, a check Job must have said so after the migration);
 //   - another migration Job of this RoutingService (another version's) is still running or
 //     terminating: wait for it (WaitingForMigration); two migrations never run at once (S-15); one
 //     past its own deadline is suspended, so the wait is bounded;
+//   - a check Job ran after the latest migration attempt: it decides (check.go);
+//   - the evidence that confirmed the required version is gone (its Job deleted, its pods
+//     garbage-collected): the database is asked with a check Job, conditions held as they were,
+//     and nothing runs again or is scaled up (S-23; check.go);
 //   - no Job for the required version: start attempt 1;
 //   - the latest attempt runs: Migrating;
-//   - the latest attempt failed or ran past its deadline: Stalled, unless a retry annotation is new
-//     or spec.schema.migration.template changed since that attempt (a fix applied through Git),
-//     which start attempt n+1 once the previous attempt's pods are gone.
+//   - the latest attempt failed, ran past its deadline, or succeeded with a report that does not
+//     confirm the version (SchemaMismatch, SchemaDirty, InvalidSchemaReport; S-24): Stalled, unless
+//     a retry annotation is new or spec.schema.migration.template changed since that attempt (a fix
+//     applied through Git; not for a dirty database), which start attempt n+1 once the previous
+//     attempt's pods are gone.
 //
 // While spec.paused is true nothing is created or suspended; a new retry waits, unhandled, until
 // the RoutingService is unpaused (S-16). A Job name held by an object this RoutingService does not
@@ -87,37 +111,43 @@ func (p *planner) schemaGate() bool {
 	st := &p.status.Schema
 	st.RequiredVersion = required
 
-	// confirmed: the highest version whose own migration Job succeeded.
-	confirmed, confirmedBy := "", ""
+	p.readings = p.readJobs()
+	ev := evidence(p.readings)
+	p.recordEvidence(ev)
+	confirmed := st.ConfirmedVersion
+
 	var latest *ownedJob // the highest attempt for the required version
 	for i := range p.jobs {
-		oj := &p.jobs[i]
-		if jobCondition(oj.job, batchv1.JobComplete) != nil && !schemaversion.AtLeast(confirmed, oj.version) {
-			confirmed, confirmedBy = oj.version, oj.job.Name
-		}
-		if schemaversion.Equal(oj.version, required) {
+		if oj := &p.jobs[i]; schemaversion.Equal(oj.version, required) {
 			latest = oj
 		}
 	}
-	st.ConfirmedVersion = confirmed
+	check := p.latestCheck(required)
+	st.CheckJob = ""
+	if check != nil {
+		st.CheckJob = check.job.Name
+	}
 	if latest != nil {
 		p.recordJob(latest)
 	}
 
-	if schemaversion.AtLeast(confirmed, required) {
+	if ev.confirms(required) && !p.needsCheckAfter(ev, latest) {
 		if latest == nil {
-			// Confirmed by a Job of a higher version (expand-only migrations).
-			st.MigrationJob, st.Attempt, st.StartTime, st.CompletionTime = confirmedBy, 0, nil, nil
+			// Confirmed by a Job of a higher version (expand-only migrations), or by a check.
+			st.MigrationJob, st.Attempt, st.StartTime, st.CompletionTime = ev.oj.job.Name, 0, nil, nil
+			if !ev.oj.check {
+				st.Attempt = ev.oj.attempt
+			}
 		}
 		if old := p.oldCondition(routingv1alpha1.ConditionSchemaReady); old == nil || old.Status != metav1.ConditionTrue {
-			p.event(false, EventSchemaConfirmed, "schema %s confirmed by Job %s: the gate is open for revision %s", confirmed, confirmedBy, p.update)
+			p.event(false, EventSchemaConfirmed, "schema %s confirmed (%s): the gate is open for revision %s", confirmed, ev.describe(), p.update)
 			if latest != nil && latest.job.Status.StartTime != nil && latest.job.Status.CompletionTime != nil {
 				p.measure(PhaseMigration, "", latest.job.Status.CompletionTime.Sub(latest.job.Status.StartTime.Time))
 				p.measure(PhaseGateWait, "", p.since(&latest.job.CreationTimestamp))
 			}
 		}
 		p.schemaCondition(metav1.ConditionTrue, routingv1alpha1.ReasonSchemaConfirmed,
-			fmt.Sprintf("schema %s (required %s) confirmed by the success of Job %s", confirmed, required, confirmedBy))
+			fmt.Sprintf("schema %s (required %s) is confirmed: %s", confirmed, required, ev.describe()))
 		return true
 	}
 
@@ -128,6 +158,10 @@ func (p *planner) schemaGate() bool {
 		p.waitForMigration(other, required, confirmed)
 	case latest == nil && p.failedJobGone(required):
 		p.afterVanishedAttempt(paused)
+	case check != nil && checkDecides(check, latest):
+		p.afterCheck(check, latest, paused)
+	case p.checkAfterMigrationDue(latest) || p.evidenceLost(latest):
+		p.reconfirm(latest, paused)
 	case latest == nil && paused:
 		st.MigrationJob, st.Attempt, st.StartTime, st.CompletionTime = "", 0, nil, nil
 		p.schemaCondition(metav1.ConditionFalse, routingv1alpha1.ReasonMigrationPending,
@@ -143,7 +177,7 @@ func (p *planner) schemaGate() bool {
 	default:
 		p.afterFailedAttempt(latest, paused)
 	}
-	if p.stallReason == "" {
+	if p.stallReason == "" && !p.holding {
 		p.setActivity(routingv1alpha1.ReasonMigrating, p.conditionMessage(routingv1alpha1.ConditionSchemaReady))
 	}
 	return false
@@ -159,7 +193,8 @@ func (p *planner) afterFailedAttempt(latest *ownedJob, paused bool) {
 	switch {
 	case p.retry != "":
 		why = fmt.Sprintf("retry %q", p.retry)
-	case p.migrationChanged(latest):
+	case p.migrationChanged(latest) && reason != routingv1alpha1.ReasonSchemaDirty:
+		// Not for a dirty database: only a person may clear it, and then says so with a retry.
 		why = "spec.schema.migration.template changed"
 	default:
 		p.failSchema(reason, msg)
@@ -204,10 +239,32 @@ func (p *planner) afterFailedAttempt(latest *ownedJob, paused bool) {
 	}
 }
 
-// attemptFailure is the reason and message of an attempt that failed or ran past its deadline.
+// attemptFailure is the reason and message of an attempt that failed, ran past its deadline, or
+// succeeded without confirming the required version (its report, or a later one, says the
+// database is below it or dirty, or cannot be read).
 func (p *planner) attemptFailure(oj *ownedJob) (string, string) {
 	required := p.rsvc.Spec.Schema.Version
+	retry := fmt.Sprintf("annotate %s to run attempt %d", routingv1alpha1.AnnotationRetry, oj.attempt+1)
+	own := readingOf(p.readings, oj)
+	if jobCondition(oj.job, batchv1.JobComplete) != nil {
+		ev := evidence(p.readings)
+		switch {
+		case own != nil && own.invalid != "":
+			return routingv1alpha1.ReasonInvalidSchemaReport, fmt.Sprintf("migration Job %s succeeded, but its schema report cannot be used: %s; nothing confirms schema %s, so revision %s does not start (%s; a migration image that cannot write a report needs spec.schema.evidence: JobSuccess)",
+				oj.job.Name, own.invalid, required, p.update, retry)
+		case ev != nil && ev.dirty:
+			return routingv1alpha1.ReasonSchemaDirty, fmt.Sprintf("%s: a migration failed half-way and only a person may clear it; revision %s does not start (fix the database, then %s)",
+				ev.describe(), p.update, retry)
+		case ev != nil:
+			return routingv1alpha1.ReasonSchemaMismatch, fmt.Sprintf("migration Job %s succeeded, but %s, below the required %s: it did not migrate (a wrong database URL, an entrypoint that does nothing?); revision %s does not start (%s, or change spec.schema.migration.template)",
+				oj.job.Name, ev.describe(), required, p.update, retry)
+		}
+	}
 	if c := jobCondition(oj.job, batchv1.JobFailed); c != nil {
+		if own != nil && own.dirty {
+			return routingv1alpha1.ReasonSchemaDirty, fmt.Sprintf("migration Job %s to schema %s failed (%s: %s) and %s: only a person may clear it; the Job is kept for its logs; revision %s does not start (fix the database, then %s)",
+				oj.job.Name, required, c.Reason, c.Message, own.describe(), p.update, retry)
+		}
 		return routingv1alpha1.ReasonMigrationFailed, fmt.Sprintf("migration Job %s to schema %s failed (%s: %s)%s; it is kept for its logs and not retried automatically (annotate %s to retry, or change spec.schema.migration.template); revision %s does not start",
 			oj.job.Name, required, c.Reason, c.Message, p.podCause(oj), routingv1alpha1.AnnotationRetry, p.update)
 	}
@@ -304,9 +361,11 @@ func live(j *batchv1.Job) bool {
 	return !finished && !ptr.Deref(j.Spec.Suspend, false)
 }
 
-// ended reports whether an attempt is over without success: failed, or past schemagate's deadline.
+// ended reports whether an attempt is over without confirming the required version: failed, past
+// schemagate's deadline, or succeeded (the gate is called only when nothing confirms it, and a
+// success whose report is gone is handled as lost evidence before this is asked).
 func (p *planner) ended(oj *ownedJob) bool {
-	return jobCondition(oj.job, batchv1.JobFailed) != nil || p.pastDeadline(oj)
+	return jobCondition(oj.job, batchv1.JobComplete) != nil || jobCondition(oj.job, batchv1.JobFailed) != nil || p.pastDeadline(oj)
 }
 
 // migrationChanged reports whether spec.schema.migration.template differs from the one attempt oj
@@ -360,7 +419,7 @@ func orNone(v string) string {
 func (p *planner) podCause(oj *ownedJob) string {
 	var newest *corev1.Pod
 	for _, pod := range p.pods {
-		if pod.Labels[LabelSchemaVersion] != oj.version || pod.Labels[LabelAttempt] != strconv.Itoa(int(oj.attempt)) || pod.Labels[LabelName] != p.rsvc.Name {
+		if pod == nil || !metav1.IsControlledBy(pod, oj.job) {
 			continue
 		}
 		if newest == nil || newest.CreationTimestamp.Before(&pod.CreationTimestamp) {

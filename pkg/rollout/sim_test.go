@@ -1,6 +1,7 @@
 package rollout
 
 import (
+	"cmp"
 	"fmt"
 	"sort"
 	"strings"
@@ -17,6 +18,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	routingv1alpha1 "github.com/schemagate/schemagate/api/v1alpha1"
+	"github.com/schemagate/schemagate/pkg/schemareport"
 	"github.com/schemagate/schemagate/pkg/schemaversion"
 )
 
@@ -43,9 +45,14 @@ func fixture() *routingv1alpha1.RoutingService {
 }
 
 // world is an in-memory cluster for the planner: it applies actions, and plays the ReplicaSet and
-// Job controllers. A ReplicaSet whose image contains "broken" never gets available pods; a
-// migration Job whose image contains "fail" fails ("fail-once": only its first attempt), "hang"
-// never finishes, anything else succeeds one tick after it is created.
+// Job controllers and the database the migrations change. A ReplicaSet whose image contains
+// "broken" never gets available pods. A migration Job whose image contains "fail" fails
+// ("fail-once": only its first attempt), "hang" never finishes, anything else succeeds one tick
+// after it is created and moves the database to its version. Each finished Job leaves a pod whose
+// termination message is a schema report of the database, except that "noop" succeeds without
+// migrating, "dirty" fails half-way (a dirty database), "dirty-ok" does the same and exits 0,
+// "garbage" writes a message that is not a report and "silent" writes none. A check Job reports
+// the database as it is.
 type world struct {
 	t      *testing.T
 	now    time.Time
@@ -55,8 +62,10 @@ type world struct {
 	log    []string
 	events []Event
 	seq    int
-	// confirmed is the highest schema version a migration Job has brought the database to (for I1).
+	// confirmed is the schema version the database is at (for I1); dirty is its dirty flag.
 	confirmed string
+	dirty     bool
+	pods      map[string]*corev1.Pod
 	// loseStatus, when set and true for a plan, drops that plan's status write (a 409), as the
 	// API server would; the actions are applied.
 	loseStatus func(Plan) bool
@@ -66,7 +75,7 @@ type world struct {
 
 func newWorld(t *testing.T) *world {
 	return &world{t: t, now: time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC), rsvc: fixture(),
-		rss: map[string]*appsv1.ReplicaSet{}, jobs: map[string]*batchv1.Job{}}
+		rss: map[string]*appsv1.ReplicaSet{}, jobs: map[string]*batchv1.Job{}, pods: map[string]*corev1.Pod{}}
 }
 
 func (w *world) observed() Observed {
@@ -76,6 +85,9 @@ func (w *world) observed() Observed {
 	}
 	for _, j := range w.jobs {
 		o.Jobs = append(o.Jobs, j.DeepCopy())
+	}
+	for _, pod := range w.pods {
+		o.Pods = append(o.Pods, pod.DeepCopy())
 	}
 	return o
 }
@@ -101,6 +113,7 @@ func (w *world) reconcile() Plan {
 		case CreateJob:
 			j := a.Job.DeepCopy()
 			j.CreationTimestamp = metav1.Time{Time: w.now}
+			j.UID = types.UID("uid-" + j.Name)
 			w.jobs[j.Name] = j
 		case SuspendJob:
 			w.jobs[a.Job.Name].Spec.Suspend = ptr.To(true)
@@ -149,20 +162,70 @@ func (w *world) tick() {
 		}
 		image := j.Spec.Template.Spec.Containers[0].Image
 		j.Status.Active = 1
+		failed := false
+		message := ""
 		switch {
 		case strings.Contains(image, "hang"):
+			continue
+		case j.Labels[LabelComponent] == ComponentCheck:
+			message = w.report()
 		case strings.Contains(image, "fail-once") && j.Labels[LabelAttempt] == "1", strings.Contains(image, "fail") && !strings.Contains(image, "fail-once"):
-			j.Status.Active = 0
-			j.Status.Conditions = []batchv1.JobCondition{{Type: batchv1.JobFailed, Status: corev1.ConditionTrue, Reason: "BackoffLimitExceeded", Message: "Job has reached the specified backoff limit"}}
+			failed = true
+		case strings.Contains(image, "dirty"):
+			w.dirty = true
+			failed = !strings.Contains(image, "dirty-ok")
+			message = w.report()
+		case strings.Contains(image, "noop"):
+			message = w.report()
+		case strings.Contains(image, "garbage"):
+			message = "migrated OK"
+		case strings.Contains(image, "silent"):
 		default:
-			j.Status.Active = 0
-			j.Status.Conditions = []batchv1.JobCondition{{Type: batchv1.JobComplete, Status: corev1.ConditionTrue}}
-			if v := j.Labels[LabelSchemaVersion]; schemaversion.AtLeast(v, w.confirmed) || w.confirmed == "" {
+			if v := j.Labels[LabelSchemaVersion]; !w.dirty && (schemaversion.AtLeast(v, w.confirmed) || w.confirmed == "") {
 				w.confirmed = v
 			}
+			message = w.report()
 		}
+		j.Status.Active = 0
+		phase := corev1.PodSucceeded
+		if failed {
+			phase = corev1.PodFailed
+			j.Status.Conditions = []batchv1.JobCondition{{Type: batchv1.JobFailed, Status: corev1.ConditionTrue, Reason: "BackoffLimitExceeded", Message: "Job has reached the specified backoff limit"}}
+		} else {
+			j.Status.Succeeded = 1
+			j.Status.Conditions = []batchv1.JobCondition{{Type: batchv1.JobComplete, Status: corev1.ConditionTrue, LastTransitionTime: metav1.Time{Time: w.now}}}
+		}
+		w.seq++
+		pod := &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("%s-%d", j.Name, w.seq), Namespace: j.Namespace, Labels: j.Spec.Template.Labels,
+				UID: types.UID(fmt.Sprintf("pod-%d", w.seq)), CreationTimestamp: metav1.Time{Time: w.now},
+				OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(j, batchv1.SchemeGroupVersion.WithKind("Job"))}},
+			Status: corev1.PodStatus{Phase: phase, ContainerStatuses: []corev1.ContainerStatus{{Name: j.Spec.Template.Spec.Containers[0].Name,
+				State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: map[bool]int32{true: 1, false: 0}[failed], Message: message}}}}},
+		}
+		w.pods[pod.Name] = pod
 	}
 	w.checkInvariants()
+}
+
+// report is the schema report of the database as it is now (version "0" before any migration).
+func (w *world) report() string {
+	b, err := schemareport.Encode(schemareport.Report{Version: cmp.Or(w.confirmed, "0"), Dirty: w.dirty, Tool: "sim", Time: w.now})
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	return string(b)
+}
+
+// deleteJob deletes a Job and its pods, as a ttlSecondsAfterFinished or a person would.
+func (w *world) deleteJob(name string) {
+	uid := w.jobs[name].UID
+	delete(w.jobs, name)
+	for podName, pod := range w.pods {
+		if metav1.IsControlledBy(pod, &batchv1.Job{ObjectMeta: metav1.ObjectMeta{UID: uid}}) {
+			delete(w.pods, podName)
+		}
+	}
 }
 
 // run alternates reconcile and tick, advancing the clock by a second each round (or to the

@@ -1,0 +1,277 @@
+package rollout
+
+import (
+	"fmt"
+	"strconv"
+	"time"
+
+	batchv1 "k8s.io/api/batch/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	routingv1alpha1 "github.com/schemagate/schemagate/api/v1alpha1"
+	"github.com/schemagate/schemagate/pkg/schemaversion"
+)
+
+// annotationAfterAttempt records, on a check Job, the migration attempt for its version that was
+// the latest when it was created (0: none). A check decides the gate only while no later
+// migration attempt exists, so the order of the two never depends on timestamps of one second.
+const annotationAfterAttempt = "schemagate.io/after-attempt"
+
+// latestCheck returns the check Job for version with the highest number, if any.
+func (p *planner) latestCheck(version string) *ownedJob {
+	var out *ownedJob
+	for i := range p.checks {
+		if oj := &p.checks[i]; schemaversion.Equal(oj.version, version) {
+			out = oj
+		}
+	}
+	return out
+}
+
+// afterAttempt is the migration attempt a check Job was created after (0 when unreadable).
+func afterAttempt(check *ownedJob) int32 {
+	n, err := strconv.Atoi(check.job.Annotations[annotationAfterAttempt])
+	if err != nil || n < 0 || n > 1<<30 {
+		return 0
+	}
+	return int32(n)
+}
+
+// checkDecides reports whether check, not the latest migration attempt, decides the gate: it was
+// created after that attempt (or there is none).
+func checkDecides(check, latest *ownedJob) bool {
+	return latest == nil || afterAttempt(check) >= latest.attempt
+}
+
+// needsCheckAfter reports whether, with spec.schema.check.afterMigration, the evidence ev still
+// needs a check Job's confirmation: it is the report of the required version's own migration
+// attempt (a check that confirmed since would be the evidence instead).
+func (p *planner) needsCheckAfter(ev *reading, latest *ownedJob) bool {
+	c := p.rsvc.Spec.Schema.Check
+	return c != nil && c.AfterMigration && latest != nil && ev != nil && ev.oj == latest
+}
+
+// checkAfterMigrationDue: with check.afterMigration, the latest attempt succeeded and its report
+// confirms the required version, so a check Job runs next.
+func (p *planner) checkAfterMigrationDue(latest *ownedJob) bool {
+	c := p.rsvc.Spec.Schema.Check
+	if c == nil || !c.AfterMigration || latest == nil {
+		return false
+	}
+	r := readingOf(p.readings, latest)
+	return r != nil && r.confirms(p.rsvc.Spec.Schema.Version)
+}
+
+// evidenceLost reports whether the required version was confirmed before and the evidence is gone
+// now: no migration attempt for it is left, or the latest one succeeded but its pods (and report)
+// are gone (S-23).
+func (p *planner) evidenceLost(latest *ownedJob) bool {
+	if latest != nil {
+		if r := readingOf(p.readings, latest); r == nil || !r.gone {
+			return false
+		}
+	}
+	return p.wasConfirmed()
+}
+
+// nextCheck is the number of the next check Job for the required version.
+func (p *planner) nextCheck() int32 {
+	if c := p.latestCheck(p.rsvc.Spec.Schema.Version); c != nil {
+		return c.attempt + 1
+	}
+	return 1
+}
+
+// wasConfirmed reports whether the required version was confirmed before this reconcile: the stored
+// status says so, or a ReplicaSet this RoutingService controls whose revision requires that
+// version or a higher one has served its shard. Either may be wrong (status is untrusted), but
+// here they only hold back: believing them runs a read-only check instead of a migration and keeps
+// conditions as they were; it never opens the gate.
+func (p *planner) wasConfirmed() bool {
+	required := p.rsvc.Spec.Schema.Version
+	if old := p.oldCondition(routingv1alpha1.ConditionSchemaReady); old != nil && old.Status == metav1.ConditionTrue &&
+		schemaversion.AtLeast(p.rsvc.Status.Schema.ConfirmedVersion, required) {
+		return true
+	}
+	for _, set := range p.shards {
+		for _, rs := range set.all {
+			if !p.untrusted[rs] && hasServed(rs) && schemaversion.AtLeast(RequiredSchema(rs), required) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// reconfirm handles lost evidence (S-23) before any check Job for it exists: with spec.schema.check
+// a check Job asks the database, and everything is held as it is meanwhile; without one, a steady
+// RoutingService stays as it is (nothing needs the gate) and a rollout in progress is Stalled with
+// SchemaEvidenceLost, until a retry annotation runs the migration again as attempt n+1.
+func (p *planner) reconfirm(latest *ownedJob, paused bool) {
+	required := p.rsvc.Spec.Schema.Version
+	gone := p.lostEvidence(latest)
+	next := p.nextAttempt(latest)
+	switch {
+	case p.rsvc.Spec.Schema.Check != nil && p.checkAfterMigrationDue(latest) && paused:
+		p.schemaCondition(metav1.ConditionFalse, routingv1alpha1.ReasonCheckingSchema,
+			fmt.Sprintf("migration Job %s succeeded; the check Job that confirms schema %s starts when spec.paused is false", latest.job.Name, required))
+	case p.rsvc.Spec.Schema.Check != nil && p.checkAfterMigrationDue(latest):
+		p.startCheck(p.nextCheck(), latest, fmt.Sprintf("confirm schema %s after migration Job %s", required, latest.job.Name))
+	case p.rsvc.Spec.Schema.Check != nil && paused:
+		p.hold(fmt.Sprintf("%s; the check Job that asks the database starts when spec.paused is false; nothing is created or scaled up until it reports", gone))
+	case p.rsvc.Spec.Schema.Check != nil:
+		p.event(false, EventSchemaEvidenceLost, "%s: a check Job asks the database instead of running the migration again", gone)
+		p.startCheck(p.nextCheck(), latest, fmt.Sprintf("%s: ask the database", gone))
+	case p.retry != "" && paused:
+		p.retryWaiting = true
+		p.hold(fmt.Sprintf("%s; retry %q runs the migration again (attempt %d) when spec.paused is false", gone, p.retry, next))
+	case p.retry != "":
+		why := fmt.Sprintf("retry %q", p.retry)
+		p.startMigration(next, fmt.Sprintf("%s of schema %s: %s", why, required, gone), func(name string) {
+			p.event(false, EventMigrationRetried, "%s: migration Job %s runs the migration again (%s)", why, name, gone)
+			p.useRetry()
+		})
+	case p.allPromoted():
+		// Steady: nothing needs the gate, so nothing flips; a scale-up waits for new evidence.
+		msg := fmt.Sprintf("%s and spec.schema.check is not set: every shard keeps serving, but no pod is created or scaled up until the schema is confirmed again (set spec.schema.check, or annotate %s to run the migration again as attempt %d)",
+			gone, routingv1alpha1.AnnotationRetry, next)
+		if old := p.oldCondition(routingv1alpha1.ConditionSchemaReady); old == nil || old.Reason != routingv1alpha1.ReasonSchemaConfirmed || old.Message != msg {
+			p.event(true, EventSchemaEvidenceLost, "%s", msg)
+		}
+		p.hold(msg)
+	default:
+		p.failSchema(routingv1alpha1.ReasonSchemaEvidenceLost, fmt.Sprintf("%s and spec.schema.check is not set, so nothing can confirm it again; revision %s does not start (set spec.schema.check, or annotate %s to run the migration again as attempt %d)",
+			gone, p.update, routingv1alpha1.AnnotationRetry, next))
+	}
+}
+
+// lostEvidence says what disappeared, for messages.
+func (p *planner) lostEvidence(latest *ownedJob) string {
+	required := p.rsvc.Spec.Schema.Version
+	switch {
+	case latest != nil:
+		return fmt.Sprintf("schema %s was confirmed by migration Job %s, whose pods and schema report are gone", required, latest.job.Name)
+	case p.rsvc.Status.Schema.MigrationJob != "":
+		return fmt.Sprintf("schema %s was confirmed by Job %s, which is gone", required, p.rsvc.Status.Schema.MigrationJob)
+	default:
+		return fmt.Sprintf("schema %s was confirmed, and the Job that confirmed it is gone", required)
+	}
+}
+
+// nextAttempt is the number of the next migration attempt for the required version: after the
+// latest one that exists, and after the one the stored status names (its Job may be gone), so a
+// deleted attempt's name is never reused.
+func (p *planner) nextAttempt(latest *ownedJob) int32 {
+	n := int32(0)
+	if latest != nil {
+		n = latest.attempt
+	}
+	if prev := p.rsvc.Status.Schema; schemaversion.Equal(prev.RequiredVersion, p.rsvc.Spec.Schema.Version) && prev.Attempt > n && prev.Attempt < 1<<20 {
+		n = prev.Attempt
+	}
+	return n + 1
+}
+
+// allPromoted reports whether every shard's step says the update revision is promoted (steps are
+// believed only with evidence in the cluster: newPlanner).
+func (p *planner) allPromoted() bool {
+	for _, shard := range p.rsvc.Spec.Shards {
+		if ss := p.shardStatus(shard.Name); ss.StepRevision != p.update || ss.Step != routingv1alpha1.ShardStepPromoted {
+			return false
+		}
+	}
+	return true
+}
+
+// hold keeps the schema conditions as they were while the evidence is being re-established: a
+// SchemaReady that was True stays True (with msg), so Ready does not flip in a steady state; the
+// gate itself stays closed (mayRun reads only evidence), so nothing is created or scaled up.
+func (p *planner) hold(msg string) {
+	if old := p.oldCondition(routingv1alpha1.ConditionSchemaReady); old != nil && old.Status == metav1.ConditionTrue {
+		p.holding = true
+		p.schemaCondition(metav1.ConditionTrue, routingv1alpha1.ReasonSchemaConfirmed, msg)
+		return
+	}
+	p.schemaCondition(metav1.ConditionFalse, routingv1alpha1.ReasonCheckingSchema, msg)
+}
+
+// startCheck creates the n-th check Job for the required version (unless its name is held by
+// another object: NameConflict) and holds everything while it runs.
+func (p *planner) startCheck(n int32, latest *ownedJob, note string) {
+	required := p.rsvc.Spec.Schema.Version
+	job := NewCheckJob(p.rsvc, schemaversion.Canonical(required), n)
+	job.Annotations = map[string]string{annotationAfterAttempt: "0"}
+	if latest != nil {
+		job.Annotations[annotationAfterAttempt] = strconv.Itoa(int(latest.attempt))
+	}
+	if holder := p.taken("Job", job.Name); holder != "" {
+		p.failSchema(routingv1alpha1.ReasonNameConflict, fmt.Sprintf(
+			"check Job %s/%s cannot be created: %s; schemagate never takes it as evidence; delete or rename it and the check of schema %s starts",
+			p.rsvc.Namespace, job.Name, holder, required))
+		p.requeueAt(p.now.Add(conflictRecheck))
+		return
+	}
+	p.act(Action{Kind: CreateJob, Job: job, Note: note})
+	p.event(false, EventCheckStarted, "%s: started check Job %s", note, job.Name)
+	p.status.Schema.CheckJob = job.Name
+	p.hold(fmt.Sprintf("%s: check Job %s asks the database whether it is at schema %s; no pod is created or scaled up until it reports", note, job.Name, required))
+	p.setActivity(routingv1alpha1.ReasonCheckingSchema, p.conditionMessage(routingv1alpha1.ConditionSchemaReady))
+	p.requeueAt(p.now.Add(time.Duration(p.rsvc.Spec.Schema.Check.ActiveDeadlineSecondsOrDefault())*time.Second + migrationGrace))
+}
+
+// afterCheck handles the latest check Job once it decides the gate (it ran after the latest
+// migration attempt) and the gate is not open: it is still running (hold), or it reported a
+// version below the required one (SchemaMismatch), a dirty database (SchemaDirty), no usable
+// report (InvalidSchemaReport), or failed (SchemaCheckFailed). Each of those is Stalled; a retry
+// runs the migration again when the database is behind or was dirty, and the check again when the
+// check itself gave no answer.
+func (p *planner) afterCheck(check, latest *ownedJob, paused bool) {
+	required := p.rsvc.Spec.Schema.Version
+	r := readingOf(p.readings, check)
+	complete, failed := jobCondition(check.job, batchv1.JobComplete), jobCondition(check.job, batchv1.JobFailed)
+	deadline := check.job.CreationTimestamp.Add(jobDeadline(check.job) + migrationGrace)
+	if complete == nil && failed == nil && !p.now.After(deadline) {
+		msg := fmt.Sprintf("check Job %s asks the database whether it is at schema %s; no pod is created or scaled up until it reports", check.job.Name, required)
+		if p.wasConfirmed() {
+			msg = fmt.Sprintf("%s: %s", p.lostEvidence(latest), msg)
+		}
+		p.hold(msg)
+		p.setActivity(routingv1alpha1.ReasonCheckingSchema, msg)
+		p.requeueAt(deadline)
+		return
+	}
+	ev := evidence(p.readings)
+	reason, msg, migrate := "", "", false
+	switch {
+	case r != nil && r.usable() && r.dirty:
+		reason, msg, migrate = routingv1alpha1.ReasonSchemaDirty, fmt.Sprintf("%s: a migration failed half-way and only a person may clear it; revision %s does not start (fix the database, then annotate %s to run the migration)", r.describe(), p.update, routingv1alpha1.AnnotationRetry), true
+	case r != nil && r.usable():
+		reason, msg, migrate = routingv1alpha1.ReasonSchemaMismatch, fmt.Sprintf("%s, below the required %s; revision %s does not start (annotate %s to run the migration as attempt %d)", r.describe(), required, p.update, routingv1alpha1.AnnotationRetry, p.nextAttempt(latest)), true
+	case r != nil && r.invalid != "":
+		reason, msg = routingv1alpha1.ReasonInvalidSchemaReport, fmt.Sprintf("check Job %s succeeded, but its schema report cannot be used: %s; revision %s does not start (annotate %s to run the check again)", check.job.Name, r.invalid, p.update, routingv1alpha1.AnnotationRetry)
+	case failed != nil:
+		reason, msg = routingv1alpha1.ReasonSchemaCheckFailed, fmt.Sprintf("check Job %s failed (%s: %s)%s; revision %s does not start (annotate %s to run the check again)", check.job.Name, failed.Reason, failed.Message, p.podCause(check), p.update, routingv1alpha1.AnnotationRetry)
+	default:
+		reason, msg = routingv1alpha1.ReasonSchemaCheckFailed, fmt.Sprintf("check Job %s did not finish within activeDeadlineSeconds (%ds)%s; revision %s does not start (annotate %s to run the check again)", check.job.Name, int64(jobDeadline(check.job)/time.Second), p.podCause(check), p.update, routingv1alpha1.AnnotationRetry)
+	}
+	if ev != nil && ev != r && r != nil && r.usable() {
+		// A later reading (a failed migration's dirty report) is what the database is at now.
+		msg = fmt.Sprintf("%s; since then %s", msg, ev.describe())
+	}
+	switch {
+	case p.retry == "":
+		p.failSchema(reason, msg)
+	case paused:
+		p.retryWaiting = true
+		p.failSchema(reason, fmt.Sprintf("%s; retry %q acts when spec.paused is false", msg, p.retry))
+	case migrate:
+		why, next := fmt.Sprintf("retry %q", p.retry), p.nextAttempt(latest)
+		p.startMigration(next, fmt.Sprintf("%s of schema %s after check Job %s", why, required, check.job.Name), func(name string) {
+			p.event(false, EventMigrationRetried, "%s: migration Job %s brings the schema to %s after check Job %s reported %s", why, name, required, check.job.Name, r.version)
+			p.useRetry()
+		})
+	default:
+		p.startCheck(check.attempt+1, latest, fmt.Sprintf("retry %q after check Job %s", p.retry, check.job.Name))
+		p.useRetry()
+	}
+}

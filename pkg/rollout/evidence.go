@@ -1,0 +1,177 @@
+package rollout
+
+import (
+	"fmt"
+	"sort"
+	"time"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	routingv1alpha1 "github.com/schemagate/schemagate/api/v1alpha1"
+	"github.com/schemagate/schemagate/pkg/schemareport"
+	"github.com/schemagate/schemagate/pkg/schemaversion"
+)
+
+// reading is what one finished migration or check Job of this RoutingService says about the
+// database: the schema report of its pod (docs/schema-report.md), or, for a migration Job under
+// evidence JobSuccess, the version it was created for.
+type reading struct {
+	oj *ownedJob
+	// at is when the Job finished; readings are ordered by it (then by creation and name).
+	at time.Time
+	// version and dirty are the report's; tool is the tool the report names.
+	version string
+	dirty   bool
+	tool    string
+	// invalid says why the Job's report cannot be used ("" when it can): it wrote none, or one
+	// that does not parse. Such a reading confirms nothing and is never the evidence.
+	invalid string
+	// fromReport: version and dirty come from a schema report (not from JobSuccess).
+	fromReport bool
+	// gone: the Job succeeded but its pods are gone (deleted, garbage-collected), so there is no
+	// report left to read. It is treated as evidence that disappeared (S-23), not as a defect.
+	gone bool
+}
+
+// usable reports whether the reading says which version the database is at.
+func (r *reading) usable() bool { return r != nil && r.invalid == "" && !r.gone }
+
+// confirms reports whether the reading says the database is at version or above and not dirty.
+func (r *reading) confirms(version string) bool {
+	return r.usable() && !r.dirty && schemaversion.AtLeast(r.version, version)
+}
+
+// describe says what the reading says, for condition messages.
+func (r *reading) describe() string {
+	if !r.fromReport {
+		return fmt.Sprintf("migration Job %s succeeded (evidence JobSuccess)", r.oj.job.Name)
+	}
+	tool, dirty := "", ""
+	if r.tool != "" {
+		tool = " (" + r.tool + ")"
+	}
+	if r.dirty {
+		dirty = ", dirty"
+	}
+	return fmt.Sprintf("the schema report of %s Job %s%s says the database is at version %s%s", r.oj.kind(), r.oj.job.Name, tool, r.version, dirty)
+}
+
+// readJobs reads every finished migration and check Job this RoutingService owns. A Complete Job
+// always gives a reading (possibly invalid or gone); a Failed one only when its pod left a report
+// that parses (a dirty one, typically), since a failure is already reported as such.
+func (p *planner) readJobs() []*reading {
+	jobSuccess := p.rsvc.Spec.Schema.EvidenceOrDefault() == routingv1alpha1.SchemaEvidenceJobSuccess
+	var out []*reading
+	for _, list := range [][]ownedJob{p.jobs, p.checks} {
+		for i := range list {
+			oj := &list[i]
+			complete := jobCondition(oj.job, batchv1.JobComplete)
+			failed := jobCondition(oj.job, batchv1.JobFailed)
+			switch {
+			case complete != nil && jobSuccess && !oj.check:
+				out = append(out, &reading{oj: oj, at: finishedAt(oj.job, complete).Time, version: oj.version})
+			case complete != nil:
+				r := p.readReport(oj, corev1.PodSucceeded)
+				r.at = finishedAt(oj.job, complete).Time
+				out = append(out, r)
+			case failed != nil:
+				if r := p.readReport(oj, corev1.PodFailed); r.usable() {
+					r.at = finishedAt(oj.job, failed).Time
+					out = append(out, r)
+				}
+			}
+		}
+	}
+	sort.SliceStable(out, func(i, k int) bool { return readingBefore(out[i], out[k]) })
+	return out
+}
+
+func readingBefore(a, b *reading) bool {
+	if !a.at.Equal(b.at) {
+		return a.at.Before(b.at)
+	}
+	ca, cb := a.oj.job.CreationTimestamp, b.oj.job.CreationTimestamp
+	if !ca.Equal(&cb) {
+		return ca.Before(&cb)
+	}
+	return a.oj.job.Name < b.oj.job.Name
+}
+
+// readReport reads the schema report of oj's newest pod in phase: the pods it reads are those
+// whose controller is oj's Job (by UID), so a pod with copied labels says nothing. The report is
+// the termination message of the first container, in spec order, that left a non-empty one; init
+// containers are not read.
+func (p *planner) readReport(oj *ownedJob, phase corev1.PodPhase) *reading {
+	r := &reading{oj: oj}
+	var pod *corev1.Pod
+	for _, candidate := range p.pods {
+		if candidate == nil || candidate.Status.Phase != phase || !metav1.IsControlledBy(candidate, oj.job) {
+			continue
+		}
+		if pod == nil || pod.CreationTimestamp.Before(&candidate.CreationTimestamp) {
+			pod = candidate
+		}
+	}
+	if pod == nil {
+		r.gone = true
+		r.invalid = fmt.Sprintf("the pods of %s Job %s are gone, and their schema report with them", oj.kind(), oj.job.Name)
+		return r
+	}
+	message := ""
+	for _, cs := range pod.Status.ContainerStatuses {
+		if t := cs.State.Terminated; t != nil && t.Message != "" {
+			message = t.Message
+			break
+		}
+	}
+	report, err := schemareport.Parse([]byte(message))
+	if err != nil {
+		r.invalid = fmt.Sprintf("pod %s of %s Job %s: %s", pod.Name, oj.kind(), oj.job.Name, err.Error())
+		return r
+	}
+	r.version, r.dirty, r.tool, r.fromReport = schemaversion.Canonical(report.Version), report.Dirty, report.Tool, true
+	return r
+}
+
+// evidence is the latest usable reading: what the database was last seen at. Readings that are
+// invalid or gone never count, so a garbled report cannot hide an earlier good one, and one Job
+// deleted does not erase what another saw.
+func evidence(readings []*reading) *reading {
+	for i := len(readings) - 1; i >= 0; i-- {
+		if readings[i].usable() {
+			return readings[i]
+		}
+	}
+	return nil
+}
+
+// readingOf returns oj's reading, if it has one.
+func readingOf(readings []*reading, oj *ownedJob) *reading {
+	for _, r := range readings {
+		if r.oj.job.UID == oj.job.UID && r.oj.job.Name == oj.job.Name {
+			return r
+		}
+	}
+	return nil
+}
+
+// recordEvidence reports the readings in status.schema: what the database is confirmed at, and
+// what the latest report said.
+func (p *planner) recordEvidence(ev *reading) {
+	st := &p.status.Schema
+	st.ConfirmedVersion, st.ConfirmedBy, st.ReportedVersion, st.ReportedBy = "", "", "", ""
+	if ev == nil {
+		return
+	}
+	if !ev.dirty {
+		st.ConfirmedVersion, st.ConfirmedBy = ev.version, ev.oj.job.Name
+	}
+	if ev.fromReport {
+		st.ReportedVersion, st.ReportedBy = ev.version, ev.oj.job.Name
+		if ev.tool != "" {
+			st.ReportedBy += " (" + ev.tool + ")"
+		}
+	}
+}
