@@ -18,7 +18,7 @@ const (
 	ComponentRouting   = "routing"
 	ComponentMigration = "migration"
 	// ComponentCheck labels check Jobs and their pods (spec.schema.check).
-	ComponentCheck = "check"
+	ComponentCheck     = "check"
 	LabelName          = "schemagate.io/name"
 	LabelShard         = "schemagate.io/shard"
 	LabelRevision      = "schemagate.io/revision"

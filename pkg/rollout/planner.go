@@ -73,13 +73,13 @@ type planner struct {
 	update   string
 	// shards groups the ReplicaSets this RoutingService controls (or adopts now) by shard name,
 	// oldest first.
-	shards    map[string]*shardSet
-	jobs      []ownedJob
+	shards map[string]*shardSet
+	jobs   []ownedJob
 	// checks are the check Jobs (spec.schema.check) that count as evidence, like jobs.
 	checks []ownedJob
 	// readings are what the finished migration and check Jobs say about the database, oldest
 	// first (evidence.go).
-	readings []*reading
+	readings  []*reading
 	conflicts []Conflict
 	// mismatch[shard] explains why the ReplicaSet named for the update revision in shard is not
 	// that revision: it runs another template (S-22), or its name is held by another object (S-21).
