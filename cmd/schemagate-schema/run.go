@@ -1,0 +1,81 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"io"
+	"io/fs"
+	"os"
+	"os/exec"
+	"os/signal"
+	"strings"
+	"syscall"
+)
+
+// Exit codes of a command that could not be started, as shells use them.
+const (
+	exitNotFound      = 127
+	exitNotExecutable = 126
+)
+
+// runAndReport runs the user's migration command, then reports whatever it did. The command's
+// non-zero exit code wins; when it succeeded, the report's exit code is returned, so that a
+// missing report (exitNoReport) never looks like success.
+func runAndReport(cfg config, stdin io.Reader, stdout, stderr io.Writer, log *logger) int {
+	// SIGTERM and SIGINT are caught from before the command starts, so that none is lost, until
+	// the report is written: the command gets them, and the report of a stopped migration is
+	// the one that matters most (--timeout bounds it).
+	sigs := make(chan os.Signal, 4)
+	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT)
+	defer signal.Stop(sigs)
+	code := runCommand(cfg.argv, sigs, stdin, stdout, stderr, log)
+	if code != 0 {
+		log.printf("%s exited with code %d; reporting the database's state anyway", cfg.argv[0], code)
+	}
+	rc := report(context.Background(), cfg, stdout, log)
+	if code != 0 {
+		return code
+	}
+	return rc
+}
+
+// runCommand runs argv with stdin, stdout and stderr passed through, forwards the signals
+// arriving on sigs to it, and returns its exit code: 128+N when a signal N killed it, 127 when
+// it was not found, 126 when it could not be executed. Signals that arrive while no command runs
+// are dropped.
+func runCommand(argv []string, sigs <-chan os.Signal, stdin io.Reader, stdout, stderr io.Writer, log *logger) int {
+	cmd := exec.Command(argv[0], argv[1:]...)
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = stdin, stdout, stderr
+	if err := cmd.Start(); err != nil {
+		log.printf("cannot run %s: %v", strings.Join(argv, " "), err)
+		if errors.Is(err, exec.ErrNotFound) || errors.Is(err, fs.ErrNotExist) {
+			return exitNotFound
+		}
+		return exitNotExecutable
+	}
+	done := make(chan struct{})
+	go func() {
+		for {
+			select {
+			case s := <-sigs:
+				_ = cmd.Process.Signal(s)
+			case <-done:
+				return
+			}
+		}
+	}()
+	err := cmd.Wait()
+	close(done)
+	if err == nil {
+		return 0
+	}
+	var exitErr *exec.ExitError
+	if !errors.As(err, &exitErr) {
+		log.printf("running %s: %v", argv[0], err)
+		return exitNoReport
+	}
+	if ws, ok := exitErr.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+		return 128 + int(ws.Signal())
+	}
+	return exitErr.ExitCode()
+}

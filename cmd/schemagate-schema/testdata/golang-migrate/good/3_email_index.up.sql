@@ -1,0 +1,1 @@
+CREATE INDEX customers_email ON customers (email);
