@@ -106,10 +106,10 @@ func (r *RoutingServiceReconciler) Reconcile(ctx context.Context, req ctrl.Reque
 	return ctrl.Result{RequeueAfter: plan.RequeueAfter}, nil
 }
 
-// migrationPodOwner maps a migration pod to its RoutingService by the schemagate.io/name label
-// (the manager's cache holds only pods schemagate labelled).
+// migrationPodOwner maps a migration or check pod to its RoutingService by the schemagate.io/name
+// label (the manager's cache holds only pods schemagate labelled).
 func migrationPodOwner(_ context.Context, o client.Object) []reconcile.Request {
-	if o.GetLabels()[rollout.LabelComponent] != rollout.ComponentMigration || o.GetLabels()[rollout.LabelName] == "" {
+	if c := o.GetLabels()[rollout.LabelComponent]; (c != rollout.ComponentMigration && c != rollout.ComponentCheck) || o.GetLabels()[rollout.LabelName] == "" {
 		return nil
 	}
 	return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: o.GetNamespace(), Name: o.GetLabels()[rollout.LabelName]}}}
@@ -124,7 +124,8 @@ func (r *RoutingServiceReconciler) SetupWithManager(mgr ctrl.Manager) error {
 			predicate.GenerationChangedPredicate{}, predicate.LabelChangedPredicate{}, predicate.AnnotationChangedPredicate{}))).
 		Owns(&appsv1.ReplicaSet{}).
 		Owns(&batchv1.Job{}).
-		// Migration pods say why a migration is stuck (image pull, scheduling) before the Job does.
+		// Migration and check pods carry the schema reports, and say why a migration is stuck
+		// (image pull, scheduling) before the Job does.
 		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(migrationPodOwner)).
 		WithOptions(controller.Options{MaxConcurrentReconciles: 4}).
 		Named("routingservice").

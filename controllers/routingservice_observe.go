@@ -7,6 +7,8 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/selection"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	routingv1alpha1 "github.com/schemagate/schemagate/api/v1alpha1"
@@ -14,8 +16,9 @@ import (
 )
 
 // observe lists, from the cache, the ReplicaSets and Jobs labelled with the RoutingService's name
-// in its namespace, and its migration Jobs' pods (to say why a migration is stuck). The planner
-// keeps only the ReplicaSets and Jobs it controls (by owner UID).
+// in its namespace, and its migration and check Jobs' pods (their schema reports, and why a
+// migration is stuck). The planner keeps only the ReplicaSets and Jobs it controls (by owner UID),
+// and reads a report only from a pod its Job controls.
 func (r *RoutingServiceReconciler) observe(ctx context.Context, rsvc *routingv1alpha1.RoutingService) (rollout.Observed, error) {
 	selector := client.MatchingLabels{rollout.LabelName: rsvc.Name, rollout.LabelManagedBy: rollout.ManagedByValue}
 	in := client.InNamespace(rsvc.Namespace)
@@ -29,9 +32,8 @@ func (r *RoutingServiceReconciler) observe(ctx context.Context, rsvc *routingv1a
 		return rollout.Observed{}, fmt.Errorf("listing Jobs: %w", err)
 	}
 	var podList corev1.PodList
-	migration := client.MatchingLabels{rollout.LabelName: rsvc.Name, rollout.LabelManagedBy: rollout.ManagedByValue, rollout.LabelComponent: rollout.ComponentMigration}
-	if err := r.List(ctx, &podList, in, migration); err != nil {
-		return rollout.Observed{}, fmt.Errorf("listing migration pods: %w", err)
+	if err := r.List(ctx, &podList, in, client.MatchingLabelsSelector{Selector: schemaPods(rsvc.Name)}); err != nil {
+		return rollout.Observed{}, fmt.Errorf("listing migration and check pods: %w", err)
 	}
 	o := rollout.Observed{RoutingService: rsvc, Now: r.Clock.Now()}
 	for i := range podList.Items {
@@ -44,4 +46,16 @@ func (r *RoutingServiceReconciler) observe(ctx context.Context, rsvc *routingv1a
 		o.Jobs = append(o.Jobs, &jobList.Items[i])
 	}
 	return o, nil
+}
+
+// schemaPods selects the pods of a RoutingService's migration and check Jobs (not its routing
+// pods, which can be many).
+func schemaPods(name string) labels.Selector {
+	sel := labels.SelectorFromSet(labels.Set{rollout.LabelName: name, rollout.LabelManagedBy: rollout.ManagedByValue})
+	req, err := labels.NewRequirement(rollout.LabelComponent, selection.In, []string{rollout.ComponentMigration, rollout.ComponentCheck})
+	if err != nil {
+		// The values are constants that are valid label values; this cannot fail.
+		panic(err)
+	}
+	return sel.Add(*req)
 }

@@ -230,13 +230,16 @@ func (p *planner) afterCheck(check, latest *ownedJob, paused bool) {
 	r := readingOf(p.readings, check)
 	complete, failed := jobCondition(check.job, batchv1.JobComplete), jobCondition(check.job, batchv1.JobFailed)
 	deadline := check.job.CreationTimestamp.Add(jobDeadline(check.job) + migrationGrace)
-	if complete == nil && failed == nil && !p.now.After(deadline) {
+	if (complete == nil && failed == nil && !p.now.After(deadline)) || (r != nil && r.pending) {
 		msg := fmt.Sprintf("check Job %s asks the database whether it is at schema %s; no pod is created or scaled up until it reports", check.job.Name, required)
 		if p.wasConfirmed() {
 			msg = fmt.Sprintf("%s: %s", p.lostEvidence(latest), msg)
 		}
 		p.hold(msg)
 		p.setActivity(routingv1alpha1.ReasonCheckingSchema, msg)
+		if r != nil && r.pending {
+			deadline = p.now.Add(2 * time.Second)
+		}
 		p.requeueAt(deadline)
 		return
 	}

@@ -14,6 +14,9 @@ import (
 	"github.com/schemagate/schemagate/pkg/schemaversion"
 )
 
+// reportLag bounds the wait for a finished Job's pod to show as finished in the cache.
+const reportLag = 30 * time.Second
+
 // reading is what one finished migration or check Job of this RoutingService says about the
 // database: the schema report of its pod (docs/schema-report.md), or, for a migration Job under
 // evidence JobSuccess, the version it was created for.
@@ -33,6 +36,9 @@ type reading struct {
 	// gone: the Job succeeded but its pods are gone (deleted, garbage-collected), so there is no
 	// report left to read. It is treated as evidence that disappeared (S-23), not as a defect.
 	gone bool
+	// pending: the Job finished but the cache does not show its pod finished yet (the pod's update
+	// and the Job's arrive separately); waited for, briefly (reportLag), before anything is said.
+	pending bool
 }
 
 // usable reports whether the reading says which version the database is at.
@@ -106,13 +112,23 @@ func readingBefore(a, b *reading) bool {
 func (p *planner) readReport(oj *ownedJob, phase corev1.PodPhase) *reading {
 	r := &reading{oj: oj}
 	var pod *corev1.Pod
+	running := false
 	for _, candidate := range p.pods {
-		if candidate == nil || candidate.Status.Phase != phase || !metav1.IsControlledBy(candidate, oj.job) {
+		if candidate == nil || !metav1.IsControlledBy(candidate, oj.job) {
+			continue
+		}
+		if candidate.Status.Phase != phase {
+			running = running || (candidate.Status.Phase != corev1.PodSucceeded && candidate.Status.Phase != corev1.PodFailed)
 			continue
 		}
 		if pod == nil || pod.CreationTimestamp.Before(&candidate.CreationTimestamp) {
 			pod = candidate
 		}
+	}
+	if pod == nil && running && phase == corev1.PodSucceeded && !p.now.After(finishedAt(oj.job, jobCondition(oj.job, batchv1.JobComplete)).Add(reportLag)) {
+		r.pending = true
+		r.invalid = fmt.Sprintf("waiting for the pod of %s Job %s to show its schema report", oj.kind(), oj.job.Name)
+		return r
 	}
 	if pod == nil {
 		r.gone = true

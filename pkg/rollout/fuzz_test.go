@@ -22,6 +22,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	routingv1alpha1 "github.com/schemagate/schemagate/api/v1alpha1"
+	"github.com/schemagate/schemagate/pkg/schemareport"
 	"github.com/schemagate/schemagate/pkg/schemaversion"
 )
 
@@ -77,7 +78,14 @@ func FuzzCompute(f *testing.F) {
 		empty := o
 		empty.RoutingService = o.RoutingService.DeepCopy()
 		empty.RoutingService.Status = routingv1alpha1.RoutingServiceStatus{}
-		if a, b := conditionStatus(plan.Status, routingv1alpha1.ConditionSchemaReady), conditionStatus(Compute(empty).Status, routingv1alpha1.ConditionSchemaReady); a != b {
+		fromEmpty := Compute(empty)
+		if a, b := plan.Status.Schema.ConfirmedVersion, fromEmpty.Status.Schema.ConfirmedVersion; a != b {
+			t.Fatalf("confirmedVersion is %q from the stored status and %q from an empty one: the stored status changed the evidence", a, b)
+		}
+		// SchemaReady may differ only where a stored True is held while lost evidence is
+		// re-established (S-23): never the other way.
+		if a, b := conditionStatus(plan.Status, routingv1alpha1.ConditionSchemaReady), conditionStatus(fromEmpty.Status, routingv1alpha1.ConditionSchemaReady); a != b &&
+			!(a == metav1.ConditionTrue && conditionStatus(o.RoutingService.Status, routingv1alpha1.ConditionSchemaReady) == metav1.ConditionTrue) {
 			t.Fatalf("SchemaReady is %q from the stored status and %q from an empty one: the stored status changed the gate", a, b)
 		}
 
@@ -92,7 +100,7 @@ func FuzzCompute(f *testing.F) {
 func checkFuzzPlan(t *testing.T, which string, o Observed, plan Plan) {
 	t.Helper()
 	rsvc := o.RoutingService
-	confirmed := fuzzConfirmed(rsvc, o.Jobs)
+	confirmed := fuzzConfirmed(rsvc, o.Jobs, o.Pods)
 	adopted := map[*appsv1.ReplicaSet]bool{}
 	for i, a := range plan.Actions {
 		_ = a.String()
@@ -131,7 +139,7 @@ func checkFuzzPlan(t *testing.T, which string, o Observed, plan Plan) {
 	}
 	st := plan.Status
 	if c := meta.FindStatusCondition(st.Conditions, routingv1alpha1.ConditionSchemaReady); c != nil && c.Status == metav1.ConditionTrue &&
-		!schemaversion.AtLeast(confirmed, rsvc.Spec.Schema.Version) {
+		!schemaversion.AtLeast(confirmed, rsvc.Spec.Schema.Version) && conditionStatus(rsvc.Status, routingv1alpha1.ConditionSchemaReady) != metav1.ConditionTrue {
 		t.Fatalf("%s: SchemaReady=True (%s) but schema %q is not confirmed by a migration Job (confirmed %q)", which, c.Message, rsvc.Spec.Schema.Version, confirmed)
 	}
 	if v := st.Schema.ConfirmedVersion; v != "" && !schemaversion.AtLeast(confirmed, v) {
@@ -147,19 +155,45 @@ func checkFuzzPlan(t *testing.T, which string, o Observed, plan Plan) {
 	}
 }
 
-// fuzzConfirmed is the highest schema version confirmed by a Job that counts as evidence (see
-// FuzzCompute), computed independently of the planner.
-func fuzzConfirmed(rsvc *routingv1alpha1.RoutingService, jobs []*batchv1.Job) string {
+// fuzzConfirmed is the highest schema version anything that counts as evidence could confirm
+// (see FuzzCompute), computed independently of the planner: a Job the RoutingService controls,
+// named for its labels (MigrationJobName, or CheckJobName for a check), confirms its version by
+// its Complete condition under evidence JobSuccess (migrations only), and any version a schema
+// report of a pod it controls states without dirty. The planner confirms the latest such reading,
+// so never more than this.
+func fuzzConfirmed(rsvc *routingv1alpha1.RoutingService, jobs []*batchv1.Job, pods []*corev1.Pod) string {
 	confirmed := ""
+	raise := func(v string) {
+		if schemaversion.Valid(v) && schemaversion.AtLeast(v, confirmed) {
+			confirmed = v
+		}
+	}
 	for _, j := range jobs {
 		attempt, err := strconv.ParseInt(j.Labels[LabelAttempt], 10, 32)
 		version := j.Labels[LabelSchemaVersion]
-		if err != nil || !metav1.IsControlledBy(j, rsvc) || j.Name != MigrationJobName(rsvc.Name, version, int32(attempt)) {
+		name := MigrationJobName
+		if j.Labels[LabelComponent] == ComponentCheck {
+			name = CheckJobName
+		}
+		if err != nil || !metav1.IsControlledBy(j, rsvc) || j.Name != name(rsvc.Name, version, int32(attempt)) {
 			continue
 		}
 		for _, c := range j.Status.Conditions {
-			if c.Type == batchv1.JobComplete && c.Status == corev1.ConditionTrue && schemaversion.AtLeast(version, confirmed) {
-				confirmed = version
+			if c.Type == batchv1.JobComplete && c.Status == corev1.ConditionTrue && j.Labels[LabelComponent] == ComponentMigration &&
+				rsvc.Spec.Schema.Evidence == routingv1alpha1.SchemaEvidenceJobSuccess {
+				raise(version)
+			}
+		}
+		for _, pod := range pods {
+			if !metav1.IsControlledBy(pod, j) {
+				continue
+			}
+			for _, cs := range pod.Status.ContainerStatuses {
+				if t := cs.State.Terminated; t != nil {
+					if r, err := schemareport.Parse([]byte(t.Message)); err == nil && !r.Dirty {
+						raise(r.Version)
+					}
+				}
 			}
 		}
 	}
@@ -213,6 +247,8 @@ type fuzzCluster struct {
 	Jobs     []fuzzJob
 	Pods     []fuzzPod
 	Conflict uint8 // none, the migration Job's name (attempt 1, 2), us-east's or eu-west's ReplicaSet
+	Evidence uint8 // spec.schema.evidence: "", Report, JobSuccess
+	Check    uint8 // spec.schema.check: none, set, set with afterMigration
 }
 
 type fuzzRS struct {
@@ -236,7 +272,7 @@ type fuzzJob struct {
 	Version      uint8 // schema-version label: fuzzJobVersions
 	Attempt      uint8 // attempt label: fuzzAttempts
 	Name         uint8 // MigrationJobName(labels), with the canonical version, with attempt+1, forged
-	Component    uint8 // migration, routing, none
+	Component    uint8 // migration, routing, none, check (named CheckJobName)
 	Condition    uint8 // none, Complete, Failed, Complete=False, Complete+Failed, Failed+Complete=False, SuccessCriteriaMet
 	Active       uint8 // 0-2
 	Terminating  uint8 // nil, 0, 1
@@ -254,6 +290,8 @@ type fuzzPod struct {
 	State   uint8 // running, unschedulable, image pull back-off, exited 1, last exit 137, creating, no statuses, init waiting
 	Message uint8 // fuzzMessages
 	Created uint8 // fuzzAges
+	Owner   uint8 // labels only, controlled by its Job
+	Phase   uint8 // none, Succeeded, Failed, Running
 }
 
 // fuzzStatus generates a status when the status input is not JSON.
@@ -309,7 +347,12 @@ var (
 	fuzzSteps        = []routingv1alpha1.ShardStep{routingv1alpha1.ShardStepPending, routingv1alpha1.ShardStepProgressing, routingv1alpha1.ShardStepBaking,
 		routingv1alpha1.ShardStepPromoted, routingv1alpha1.ShardStepFailed, routingv1alpha1.ShardStepRollingBack, routingv1alpha1.ShardStepRolledBack, "", "Bogus"}
 	fuzzServedOrders = []string{"1", "2", "3", "0", "-1", "", "x", "1000000000000", "1000000000001", "99999999999999999999", " 2"}
-	fuzzMessages     = []string{"", "boom", "%s %d %!x(MISSING) {{.}}", "\x00\xff\xfe invalid utf-8", string(bytes.Repeat([]byte("long "), 2000))}
+	fuzzMessages     = []string{"", "boom", "%s %d %!x(MISSING) {{.}}", "\x00\xff\xfe invalid utf-8", string(bytes.Repeat([]byte("long "), 2000)),
+		`{"schemagate":"schema-report/v1","version":"2","dirty":false,"tool":"t","time":"2026-11-30T11:00:00Z"}`,
+		`{"schemagate":"schema-report/v1","version":"1","dirty":false,"time":"2026-11-30T11:00:00Z"}`,
+		`{"schemagate":"schema-report/v1","version":"3","dirty":true,"time":"2026-11-30T11:00:00Z"}`,
+		`{"schemagate":"schema-report/v1","version":"99","time":"2026-11-30T11:00:00Z"}`,
+		`{"schemagate":"schema-report/v2","version":"2","time":"2026-11-30T11:00:00Z"}`}
 )
 
 // fuzzTime: nil, 5 s ago, 100 s ago, in an hour, the zero time, a year ago.
@@ -371,6 +414,11 @@ func fuzzObserved(statusIn, clusterIn []byte, clock int64) Observed {
 	rsvc.Spec.Schema.Version = pick(c.Version, fuzzVersions)
 	rsvc.Spec.Schema.Migration.Template.Spec.Containers[0].Image = pick(c.MigrationImage, []string{"migrate:ok", "migrate:fixed"})
 	rsvc.Generation = 1 + int64(c.Generation%4)
+	rsvc.Spec.Schema.Evidence = pick(c.Evidence, []routingv1alpha1.SchemaEvidence{"", routingv1alpha1.SchemaEvidenceReport, routingv1alpha1.SchemaEvidenceJobSuccess})
+	if c.Check%3 > 0 {
+		rsvc.Spec.Schema.Check = &routingv1alpha1.SchemaCheckSpec{AfterMigration: c.Check%3 == 2,
+			Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{RestartPolicy: corev1.RestartPolicyNever, Containers: []corev1.Container{{Name: "check", Image: "check:ok"}}}}}
+	}
 	rsvc.Spec.Strategy.FailurePolicy = pick(c.FailurePolicy, []routingv1alpha1.FailurePolicy{routingv1alpha1.FailurePolicyRollback, routingv1alpha1.FailurePolicyHalt, ""})
 	rsvc.Spec.Strategy.MaxSurge = pick(c.MaxSurge, fuzzSurges)
 	rsvc.Spec.Strategy.MaxUnavailable = pick(c.MaxUnavailable, fuzzUnavailables)
@@ -503,11 +551,17 @@ func fuzzMigrationJob(rsvc, other *routingv1alpha1.RoutingService, f fuzzJob, i 
 	case 3:
 		j.Name = fmt.Sprintf("%s-schema-forged-%d", rsvc.Name, i)
 	}
-	switch f.Component % 3 {
+	switch f.Component % 4 {
 	case 1:
 		j.Labels[LabelComponent] = ComponentRouting
 	case 2:
 		delete(j.Labels, LabelComponent)
+	case 3:
+		j.Labels[LabelComponent] = ComponentCheck
+		if f.Name%4 < 2 {
+			j.Name = CheckJobName(rsvc.Name, version, int32(attempt))
+		}
+		j.Annotations = map[string]string{annotationAfterAttempt: attemptLabel}
 	}
 	at := metav1.Time{Time: fuzzBase.Add(-time.Minute)}
 	complete := func(s corev1.ConditionStatus) batchv1.JobCondition {
@@ -612,6 +666,11 @@ func fuzzMigrationPod(rsvc *routingv1alpha1.RoutingService, jobs []*batchv1.Job,
 	if f.State%8 != 6 {
 		pod.Status.ContainerStatuses = []corev1.ContainerStatus{cs}
 	}
+	if f.Owner%2 == 1 && len(jobs) > 0 {
+		j := jobs[int(f.Job)%len(jobs)]
+		pod.OwnerReferences = []metav1.OwnerReference{{APIVersion: "batch/v1", Kind: "Job", Name: j.Name, UID: j.UID, Controller: ptr.To(true)}}
+	}
+	pod.Status.Phase = pick(f.Phase, []corev1.PodPhase{"", corev1.PodSucceeded, corev1.PodFailed, corev1.PodRunning})
 	return pod
 }
 
@@ -778,8 +837,10 @@ type fuzzSeed struct {
 
 // Cluster pieces for the seeds.
 var (
-	// v1Confirmed: attempt 1 of schema 1, ours, Complete.
+	// v1Confirmed: attempt 1 of schema 1, ours, Complete; v1Report: its pod, Succeeded, whose
+	// schema report says version 1.
 	v1Confirmed = fuzzJob{Condition: 1}
+	v1Report    = fuzzPod{State: 3, Message: 6, Owner: 1, Phase: 1}
 	// updateServing: the update revision's ReplicaSet serving its shard, 3/3 available, served.
 	updateServing = fuzzRS{Replicas: 3, StatusReplicas: 3, Available: 3, Ready: 3, ServedOrder: 2}
 	// oldServing: old2 (the fixture's app:v1 on schema 1) serving its shard, served before.
@@ -788,7 +849,7 @@ var (
 
 // fuzzComputeSeeds are the committed seeds (testdata/fuzz/FuzzCompute/seed-*).
 func fuzzComputeSeeds() []fuzzSeed {
-	confirmed := func(c *fuzzCluster) { c.Jobs = []fuzzJob{v1Confirmed} }
+	confirmed := func(c *fuzzCluster) { c.Jobs, c.Pods = []fuzzJob{v1Confirmed}, []fuzzPod{v1Report} }
 	usEastServing := func(c *fuzzCluster) {
 		confirmed(c)
 		c.Shards[0] = []fuzzRS{updateServing}
@@ -803,7 +864,7 @@ func fuzzComputeSeeds() []fuzzSeed {
 		// app:v2 on schema 2 while app:v1 on schema 1 serves everywhere and only schema 1 is
 		// confirmed.
 		c.Image, c.Version = 1, 1
-		c.Jobs = []fuzzJob{v1Confirmed}
+		c.Jobs, c.Pods = []fuzzJob{v1Confirmed}, []fuzzPod{v1Report}
 		for i := 0; i < 3; i++ {
 			c.Shards[i] = []fuzzRS{oldServing}
 		}
@@ -850,6 +911,27 @@ func fuzzComputeSeeds() []fuzzSeed {
 			c.Paused, c.Retry = true, 1
 			c.Jobs = append(c.Jobs, fuzzJob{Version: 1, Condition: 2, Active: 1, Terminating: 2})
 			c.Pods = []fuzzPod{{Job: 1, State: 2, Message: 2}}
+		}},
+		// Schema 2's Job succeeded and its pod's report says 2; a forged pod (labels only) says 99.
+		{name: "report-confirms", status: `{}`, cluster: func(c *fuzzCluster) {
+			v2Update(c)
+			c.Jobs = append(c.Jobs, fuzzJob{Version: 1, Condition: 1})
+			c.Pods = append(c.Pods, fuzzPod{Job: 1, State: 3, Message: 5, Owner: 1, Phase: 1}, fuzzPod{Job: 1, State: 3, Message: 8, Phase: 1})
+		}},
+		// Steady, SchemaReady True in the stored status, the confirming Job gone, a check Job
+		// configured: the check runs and the conditions hold; no scale-up.
+		{name: "evidence-lost-with-check", status: `{"stableRevision":"@U","updateRevision":"@U","observedGeneration":1,"schema":{"requiredVersion":"1","confirmedVersion":"1","migrationJob":"rs-a-schema-x-1","attempt":1},"conditions":[{"type":"SchemaReady","status":"True","reason":"SchemaConfirmed","message":"restored","lastTransitionTime":"2026-11-30T11:00:00Z","observedGeneration":1}],"shards":[{"name":"us-east","step":"Promoted","stepRevision":"@U","stepStartTime":"2026-11-30T11:00:00Z"},{"name":"eu-west","step":"Promoted","stepRevision":"@U","stepStartTime":"2026-11-30T11:00:00Z"},{"name":"ap-south","step":"Promoted","stepRevision":"@U","stepStartTime":"2026-11-30T11:00:00Z"}]}`,
+			cluster: func(c *fuzzCluster) {
+				allServing(c)
+				c.Jobs, c.Pods = nil, nil
+				c.Check, c.ShardReplicas[0] = 1, 3
+			}},
+		// A check Job decided (after attempt 1) and its pod's report says dirty.
+		{name: "check-says-dirty", status: `{}`, cluster: func(c *fuzzCluster) {
+			v2Update(c)
+			c.Check = 2
+			c.Jobs = append(c.Jobs, fuzzJob{Version: 1, Condition: 1, Component: 3}, fuzzJob{Version: 1, Condition: 1})
+			c.Pods = append(c.Pods, fuzzPod{Job: 1, State: 3, Message: 7, Owner: 1, Phase: 1}, fuzzPod{Job: 2, State: 3, Message: 5, Owner: 1, Phase: 1})
 		}},
 		{name: "generator-status", status: "\x01\x02\x03\x01\x01\x04\x01\x03\x01\x02\x03\x01\x03\x01\x00\x03\x04\x03\x00\x01\x03\x01\x02\x08\x00\x04\x05\x03\x05\x01\x02\x04\x03", cluster: usEastServing, clock: -7200},
 	}

@@ -174,6 +174,9 @@ func (p *planner) schemaGate() bool {
 	case !ended:
 		p.schemaCondition(metav1.ConditionFalse, routingv1alpha1.ReasonMigrating, p.migratingMessage(latest.job.Name, latest.attempt, p.podCause(latest)))
 		p.requeueAt(latest.job.CreationTimestamp.Add(jobDeadline(latest.job) + migrationGrace))
+	case readingOf(p.readings, latest) != nil && readingOf(p.readings, latest).pending:
+		p.schemaCondition(metav1.ConditionFalse, routingv1alpha1.ReasonMigrating, p.migratingMessage(latest.job.Name, latest.attempt, ": "+readingOf(p.readings, latest).invalid))
+		p.requeueAt(p.now.Add(2 * time.Second))
 	default:
 		p.afterFailedAttempt(latest, paused)
 	}

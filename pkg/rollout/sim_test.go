@@ -51,7 +51,7 @@ func fixture() *routingv1alpha1.RoutingService {
 // after it is created and moves the database to its version. Each finished Job leaves a pod whose
 // termination message is a schema report of the database, except that "noop" succeeds without
 // migrating, "dirty" fails half-way (a dirty database), "dirty-ok" does the same and exits 0,
-// "garbage" writes a message that is not a report and "silent" writes none. A check Job reports
+// "garbage" writes a message that is not a report and "silent" migrates and writes none. A check Job reports
 // the database as it is.
 type world struct {
 	t      *testing.T
@@ -71,6 +71,10 @@ type world struct {
 	loseStatus func(Plan) bool
 	// conflicts are handed to the planner as the reconciler would after an AlreadyExists.
 	conflicts []Conflict
+	// skipI1 and skipI2 turn off a check for a test whose database or spec changes outside
+	// schemagate's control (a restored backup; replicas raised while the gate is held); the test
+	// checks what schemagate did itself.
+	skipI1, skipI2 bool
 }
 
 func newWorld(t *testing.T) *world {
@@ -180,6 +184,10 @@ func (w *world) tick() {
 		case strings.Contains(image, "garbage"):
 			message = "migrated OK"
 		case strings.Contains(image, "silent"):
+			// Migrates, but writes no report.
+			if v := j.Labels[LabelSchemaVersion]; !w.dirty && (schemaversion.AtLeast(v, w.confirmed) || w.confirmed == "") {
+				w.confirmed = v
+			}
 		default:
 			if v := j.Labels[LabelSchemaVersion]; !w.dirty && (schemaversion.AtLeast(v, w.confirmed) || w.confirmed == "") {
 				w.confirmed = v
@@ -250,7 +258,7 @@ func (w *world) run(limit int, done func() bool) {
 func (w *world) checkInvariants() {
 	w.t.Helper()
 	for _, rs := range w.rss {
-		if *rs.Spec.Replicas > 0 && !schemaversion.AtLeast(w.confirmed, RequiredSchema(rs)) {
+		if !w.skipI1 && *rs.Spec.Replicas > 0 && !schemaversion.AtLeast(w.confirmed, RequiredSchema(rs)) {
 			w.t.Fatalf("I1: %s has %d replicas but schema %s is not confirmed (confirmed %q)", rs.Name, *rs.Spec.Replicas, RequiredSchema(rs), w.confirmed)
 		}
 	}
@@ -265,7 +273,7 @@ func (w *world) checkInvariants() {
 		// I2 applies once the shard has been served; a shard being created has nothing to keep.
 		// While paused, a shard whose replicas were raised is short because nothing is scaled,
 		// not because schemagate removed pods.
-		if w.rsvc.Status.StableRevision != "" && !w.rsvc.Spec.Paused && avail < shard.Replicas && spec < shard.Replicas {
+		if !w.skipI2 && w.rsvc.Status.StableRevision != "" && !w.rsvc.Spec.Paused && avail < shard.Replicas && spec < shard.Replicas {
 			w.t.Fatalf("I2: shard %s asks for %d pods and has %d available, below %d", shard.Name, spec, avail, shard.Replicas)
 		}
 	}
