@@ -267,10 +267,11 @@ func (p *planner) afterCheck(check, latest *ownedJob, paused bool) {
 	case paused:
 		p.retryWaiting = true
 		p.failSchema(reason, fmt.Sprintf("%s; retry %q acts when spec.paused is false", msg, p.retry))
-	case migrate:
+	case migrate || p.rsvc.Spec.Schema.Check == nil:
+		// With spec.schema.check removed since, the migration is the only way left to ask.
 		why, next := fmt.Sprintf("retry %q", p.retry), p.nextAttempt(latest)
 		p.startMigration(next, fmt.Sprintf("%s of schema %s after check Job %s", why, required, check.job.Name), func(name string) {
-			p.event(false, EventMigrationRetried, "%s: migration Job %s brings the schema to %s after check Job %s reported %s", why, name, required, check.job.Name, r.version)
+			p.event(false, EventMigrationRetried, "%s: migration Job %s brings the schema to %s after check Job %s", why, name, required, check.job.Name)
 			p.useRetry()
 		})
 	default:

@@ -9,10 +9,12 @@ import (
 	"testing"
 	"time"
 
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	routingv1alpha1 "github.com/schemagate/schemagate/api/v1alpha1"
 	"github.com/schemagate/schemagate/pkg/rollout"
@@ -31,11 +33,16 @@ func TestStoryS04MigrationThatCannotStartThenRetry(t *testing.T) {
 		story.ToV2("app:v2", "migrate:manual")(r)
 		r.Spec.Schema.Migration.ActiveDeadlineSeconds = ptr.To(int64(2))
 	})
-	// The Job's pod, as the kubelet would report it, stuck pulling.
-	job := rollout.NewMigrationJob(kit.Get(t, ns), "2", 1)
+	// The Job's pod, as the Job controller creates it (controlled by the Job) and the kubelet
+	// reports it, stuck pulling.
+	job := &batchv1.Job{}
+	story.Eventually(t, 10*time.Second, "the migration Job", func() error {
+		return k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: rollout.MigrationJobName("rs-a", "2", 1)}, job)
+	})
 	pod := &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: job.Name + "-x7k2p", Namespace: ns, Labels: job.Spec.Template.Labels},
-		Spec:       *job.Spec.Template.Spec.DeepCopy(),
+		ObjectMeta: metav1.ObjectMeta{Name: job.Name + "-x7k2p", Namespace: ns, Labels: job.Spec.Template.Labels,
+			OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(job, batchv1.SchemeGroupVersion.WithKind("Job"))}},
+		Spec: *job.Spec.Template.Spec.DeepCopy(),
 	}
 	if err := k8s.Create(ctx, pod); err != nil {
 		t.Fatal(err)

@@ -1,6 +1,7 @@
 package integration
 
 import (
+	"cmp"
 	"context"
 	"strings"
 	"sync"
@@ -16,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/schemagate/schemagate/pkg/rollout"
+	"github.com/schemagate/schemagate/pkg/schemareport"
 	"github.com/schemagate/schemagate/pkg/schemaversion"
 )
 
@@ -28,16 +30,41 @@ import (
 //     never if the image contains "broken", or "broken-in-<shard>" for its own shard;
 //   - a migration Job whose image contains "manual" is left running for the test to finish
 //     (finishJob); any other Job succeeds after about 300 ms and moves the database to its version;
-//     a suspended Job loses its active pods.
+//     a suspended Job loses its active pods;
+//   - each finished Job leaves a pod (controlled by the Job, as the Job controller's are) whose
+//     container's termination message is a schema report of the database, as
+//     schemagate-schema writes it; by image: "noop" succeeds without migrating, "dirty" fails
+//     half-way and leaves the database dirty, "garbage" writes a message that is not a report,
+//     "huge" one over 4096 bytes, "silent" none. A check Job (component "check") reports the
+//     database as it is.
 type fakeCluster struct {
 	c client.Client
 
-	mu sync.Mutex
-	db map[string]string // namespace → schema version of its database
+	mu    sync.Mutex
+	db    map[string]string // namespace → schema version of its database
+	dirty map[string]bool   // namespace → its database is dirty
 }
 
 func newFakeCluster(c client.Client) *fakeCluster {
-	return &fakeCluster{c: c, db: map[string]string{}}
+	return &fakeCluster{c: c, db: map[string]string{}, dirty: map[string]bool{}}
+}
+
+// setDatabase sets a namespace's database as a person (or a restored backup) would.
+func (f *fakeCluster) setDatabase(ns, version string, dirty bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.db[ns], f.dirty[ns] = version, dirty
+}
+
+// report is the schema report of ns's database.
+func (f *fakeCluster) report(ns string) string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	b, err := schemareport.Encode(schemareport.Report{Version: cmp.Or(f.db[ns], "0"), Dirty: f.dirty[ns], Tool: "fake", Time: time.Now()})
+	if err != nil {
+		panic(err)
+	}
+	return string(b)
 }
 
 func (f *fakeCluster) run(ctx context.Context) {
@@ -56,7 +83,7 @@ func (f *fakeCluster) schema(ns string) string {
 func (f *fakeCluster) migrate(ns, version string) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if !schemaversion.AtLeast(f.db[ns], version) {
+	if !f.dirty[ns] && !schemaversion.AtLeast(f.db[ns], version) {
 		f.db[ns] = version
 	}
 }
@@ -116,7 +143,7 @@ func (f *fakeCluster) syncJobs(ctx context.Context) {
 		if time.Since(j.CreationTimestamp.Time) < 300*time.Millisecond {
 			continue
 		}
-		_ = f.finish(ctx, j, true)
+		_ = f.finish(ctx, j, !strings.Contains(j.Spec.Template.Spec.Containers[0].Image, "dirty"))
 	}
 }
 
@@ -140,13 +167,54 @@ func (f *fakeCluster) finish(ctx context.Context, j *batchv1.Job, success bool) 
 			batchv1.JobCondition{Type: batchv1.JobFailureTarget, Status: corev1.ConditionTrue, Reason: "BackoffLimitExceeded", Message: "Job has reached the specified backoff limit", LastProbeTime: now, LastTransitionTime: now},
 			batchv1.JobCondition{Type: batchv1.JobFailed, Status: corev1.ConditionTrue, Reason: "BackoffLimitExceeded", Message: "Job has reached the specified backoff limit", LastProbeTime: now, LastTransitionTime: now})
 	}
-	if err := f.c.Status().Update(ctx, j); err != nil {
-		return err
-	}
-	if success {
+	image := j.Spec.Template.Spec.Containers[0].Image
+	check := j.Labels[rollout.LabelComponent] == rollout.ComponentCheck
+	switch {
+	case check, strings.Contains(image, "noop"), strings.Contains(image, "silent"), strings.Contains(image, "garbage"), strings.Contains(image, "huge"):
+	case strings.Contains(image, "dirty"):
+		f.mu.Lock()
+		f.dirty[j.Namespace] = true
+		f.mu.Unlock()
+	case success:
 		f.migrate(j.Namespace, j.Labels[rollout.LabelSchemaVersion])
 	}
-	return nil
+	message := f.report(j.Namespace)
+	switch {
+	case check:
+	case strings.Contains(image, "silent"):
+		message = ""
+	case strings.Contains(image, "garbage"):
+		message = "migrated, all good"
+	case strings.Contains(image, "huge"):
+		message = message[:len(message)-1] + `,"padding":"` + strings.Repeat("x", 5000) + `"}`
+	case !success && !strings.Contains(image, "dirty"):
+		message = "" // failed before it could read the database
+	}
+	// The pod first, as the Job controller sees it finish before it marks the Job.
+	if err := f.leavePod(ctx, j, success, message); err != nil {
+		return err
+	}
+	return f.c.Status().Update(ctx, j)
+}
+
+// leavePod creates the finished pod of Job j, controlled by it, with message as its container's
+// termination message.
+func (f *fakeCluster) leavePod(ctx context.Context, j *batchv1.Job, success bool, message string) error {
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{GenerateName: j.Name + "-", Namespace: j.Namespace, Labels: j.Spec.Template.Labels,
+		OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(j, batchv1.SchemeGroupVersion.WithKind("Job"))}},
+		Spec: *j.Spec.Template.Spec.DeepCopy()}
+	if err := f.c.Create(ctx, pod); err != nil {
+		return err
+	}
+	phase, code := corev1.PodSucceeded, int32(0)
+	if !success {
+		phase, code = corev1.PodFailed, 1
+	}
+	c := pod.Spec.Containers[0]
+	pod.Status = corev1.PodStatus{Phase: phase, ContainerStatuses: []corev1.ContainerStatus{{Name: c.Name, Image: c.Image,
+		State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: code, Message: message,
+			StartedAt: metav1.Now(), FinishedAt: metav1.Now()}}}}}
+	return f.c.Status().Update(ctx, pod)
 }
 
 func finished(j *batchv1.Job) bool {
