@@ -120,8 +120,9 @@ func (p *planner) reconfirm(latest *ownedJob, paused bool) {
 	case p.rsvc.Spec.Schema.Check != nil && paused:
 		p.hold(fmt.Sprintf("%s; the check Job that asks the database starts when spec.paused is false; nothing is created or scaled up until it reports", gone))
 	case p.rsvc.Spec.Schema.Check != nil:
-		p.event(false, EventSchemaEvidenceLost, "%s: a check Job asks the database instead of running the migration again", gone)
-		p.startCheck(p.nextCheck(), latest, fmt.Sprintf("%s: ask the database", gone))
+		if p.startCheck(p.nextCheck(), latest, fmt.Sprintf("%s: ask the database", gone)) {
+			p.event(false, EventSchemaEvidenceLost, "%s: a check Job asks the database instead of running the migration again", gone)
+		}
 	case p.retry != "" && paused:
 		p.retryWaiting = true
 		p.hold(fmt.Sprintf("%s; retry %q runs the migration again (attempt %d) when spec.paused is false", gone, p.retry, next))
@@ -195,21 +196,28 @@ func (p *planner) hold(msg string) {
 	p.schemaCondition(metav1.ConditionFalse, routingv1alpha1.ReasonCheckingSchema, msg)
 }
 
-// startCheck creates the n-th check Job for the required version (unless its name is held by
-// another object: NameConflict) and holds everything while it runs.
-func (p *planner) startCheck(n int32, latest *ownedJob, note string) {
+// startCheck creates the n-th check Job for the required version and holds everything while it
+// runs, unless a migration may still be changing the database (it waits) or the name is held by
+// another object (NameConflict). It reports whether the Job is created.
+func (p *planner) startCheck(n int32, latest *ownedJob, note string) bool {
 	required := p.rsvc.Spec.Schema.Version
 	job := NewCheckJob(p.rsvc, schemaversion.Canonical(required), n)
 	job.Annotations = map[string]string{annotationAfterAttempt: "0"}
 	if latest != nil {
 		job.Annotations[annotationAfterAttempt] = strconv.Itoa(int(latest.attempt))
 	}
+	if running := p.migrationStillRunning(); running != "" {
+		p.retryWaiting = p.retry != ""
+		p.hold(fmt.Sprintf("%s: %s, so the check Job %s waits for it to end", note, running, job.Name))
+		p.requeueAt(p.now.Add(5 * time.Second))
+		return false
+	}
 	if holder := p.taken("Job", job.Name); holder != "" {
 		p.failSchema(routingv1alpha1.ReasonNameConflict, fmt.Sprintf(
 			"check Job %s/%s cannot be created: %s; schemagate never takes it as evidence; delete or rename it and the check of schema %s starts",
 			p.rsvc.Namespace, job.Name, holder, required))
 		p.requeueAt(p.now.Add(conflictRecheck))
-		return
+		return false
 	}
 	p.act(Action{Kind: CreateJob, Job: job, Note: note})
 	p.event(false, EventCheckStarted, "%s: started check Job %s", note, job.Name)
@@ -217,6 +225,7 @@ func (p *planner) startCheck(n int32, latest *ownedJob, note string) {
 	p.hold(fmt.Sprintf("%s: check Job %s asks the database whether it is at schema %s; no pod is created or scaled up until it reports", note, job.Name, required))
 	p.setActivity(routingv1alpha1.ReasonCheckingSchema, p.conditionMessage(routingv1alpha1.ConditionSchemaReady))
 	p.requeueAt(p.now.Add(time.Duration(p.rsvc.Spec.Schema.Check.ActiveDeadlineSecondsOrDefault())*time.Second + migrationGrace))
+	return true
 }
 
 // afterCheck handles the latest check Job once it decides the gate (it ran after the latest
@@ -275,7 +284,8 @@ func (p *planner) afterCheck(check, latest *ownedJob, paused bool) {
 			p.useRetry()
 		})
 	default:
-		p.startCheck(check.attempt+1, latest, fmt.Sprintf("retry %q after check Job %s", p.retry, check.job.Name))
-		p.useRetry()
+		if p.startCheck(check.attempt+1, latest, fmt.Sprintf("retry %q after check Job %s", p.retry, check.job.Name)) {
+			p.useRetry()
+		}
 	}
 }

@@ -512,6 +512,22 @@ func (p *planner) strayMigrationPod() *corev1.Pod {
 	return nil
 }
 
+// migrationStillRunning says which migration may still be changing the database, if any: a pod
+// of a migration Job that is gone, or a migration Job this RoutingService controls (evidence or
+// not: labels edited by hand, an earlier attempt) that still has pods. A check never starts
+// then, since it would read a database half-way through a migration.
+func (p *planner) migrationStillRunning() string {
+	if pod := p.strayMigrationPod(); pod != nil {
+		return fmt.Sprintf("pod %s of a migration Job that no longer exists is still %s", pod.Name, podPhase(pod))
+	}
+	for _, j := range p.observed.Jobs {
+		if j != nil && metav1.IsControlledBy(j, p.rsvc) && j.Labels[LabelComponent] == ComponentMigration && !stopped(j) {
+			return fmt.Sprintf("migration Job %s still has pods", j.Name)
+		}
+	}
+	return ""
+}
+
 func podPhase(pod *corev1.Pod) string {
 	if pod.DeletionTimestamp != nil {
 		return "terminating"

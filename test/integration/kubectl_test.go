@@ -81,6 +81,11 @@ func TestStoryS14InvalidSpecThenFix(t *testing.T) {
 		{"zero shards", true, []string{"spec", "shards"}, []any{}, "spec.shards"},
 		{"negative replicas", false, []string{"spec", "shards"}, []any{map[string]any{"name": "us-east", "replicas": int64(-1)}}, "spec.shards[0].replicas"},
 		{"migration restartPolicy Always", false, []string{"spec", "schema", "migration", "template", "spec", "restartPolicy"}, "Always", "spec.schema.migration.template.spec.restartPolicy"},
+		{"unknown schema evidence", false, []string{"spec", "schema", "evidence"}, "Trust", "spec.schema.evidence"},
+		{"check restartPolicy Always", false, []string{"spec", "schema", "check"}, map[string]any{"template": map[string]any{"spec": map[string]any{
+			"restartPolicy": "Always", "containers": []any{map[string]any{"name": "check", "image": "schemagate-schema:dev"}}}}}, "spec.schema.check.template.spec.restartPolicy"},
+		{"check without an image", false, []string{"spec", "schema", "check"}, map[string]any{"template": map[string]any{"spec": map[string]any{
+			"restartPolicy": "Never", "containers": []any{map[string]any{"name": "check"}}}}}, "spec.schema.check.template.spec.containers"},
 		{"maxSurge and maxUnavailable both 0", false, []string{"spec", "strategy"}, map[string]any{"maxSurge": int64(0), "maxUnavailable": "0%"}, "spec.strategy"},
 		{"name too long for ReplicaSet and Job names", false, []string{"metadata", "name"}, strings.Repeat("a", 41), "metadata.name"},
 	}
