@@ -66,12 +66,14 @@ cluster-binaries: ## Build the local cluster's binaries from source (cached unde
 .PHONY: demo
 demo: build cluster-binaries postgres ## Watch a schema-gated three-region rollout on a local control plane (KEEP=1 keeps it up).
 	go build -o $(BIN)/edge-router ./examples/edge-router
+	go build -o $(BIN)/schemagate-schema ./cmd/schemagate-schema
 	go build -o $(BIN)/demo ./hack/demo
 	exec $(BIN)/demo --router=$(BIN)/edge-router
 
 .PHONY: test-e2e
 test-e2e: build cluster-binaries postgres ## End-to-end tests on the local cluster (real ReplicaSet, Job and scheduler controllers), and the incidents replayed with real routers, PostgreSQL and traffic.
 	go build -o $(BIN)/edge-router ./examples/edge-router
+	go build -o $(BIN)/schemagate-schema ./cmd/schemagate-schema
 	SCHEMAGATE_BIN=$(BIN) go test -tags e2e -timeout 20m -p 1 ./test/nodeagent/ ./test/e2e/ -count=1 -v
 
 .PHONY: fuzz
@@ -93,6 +95,7 @@ bench: ## Benchmarks of the rollout planner (prints a table).
 .PHONY: build
 build: ## Build the manager binary.
 	go build -o $(BIN)/manager ./cmd
+	go build -o $(BIN)/schemagate-schema ./cmd/schemagate-schema
 
 .PHONY: run
 run: manifests generate ## Run the manager against the cluster of the current kubeconfig.

@@ -120,7 +120,35 @@ func TestIncidentR1WithSchemagate(t *testing.T) {
 		}
 		return nil
 	})
-	time.Sleep(3 * time.Second)
+	// The gate opened on the report `schemagate-schema run` wrote from golang-migrate's table.
+	st := kit().Get(t, ns).Status.Schema
+	if st.ConfirmedVersion != "2" || st.ReportedBy != rollout.MigrationJobName("rs-a", "2", 1)+" (golang-migrate)" {
+		t.Errorf("status.schema = %+v: want schema 2 confirmed by the migration's golang-migrate report", st)
+	}
+	// S-23 on the real stack: the evidence Job is deleted under traffic. A check Job
+	// (`schemagate-schema report`) asks PostgreSQL; the migration does not run again, Ready
+	// keeps its transition time, nothing is scaled, and no request fails.
+	ready := story.Condition(kit().Get(t, ns), routingv1alpha1.ConditionReady)
+	if err := k8s.Delete(ctx, &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: rollout.MigrationJobName("rs-a", "2", 1)}},
+		client.PropagationPolicy(metav1.DeletePropagationBackground)); err != nil {
+		t.Fatal(err)
+	}
+	story.Eventually(t, time.Minute, "the check Job confirms schema 2", func() error {
+		r := kit().Get(t, ns)
+		if c := story.Condition(r, routingv1alpha1.ConditionReady); c == nil || c.Status != metav1.ConditionTrue || !c.LastTransitionTime.Equal(&ready.LastTransitionTime) {
+			t.Fatalf("Ready flipped after the evidence was deleted: %+v", c)
+		}
+		if r.Status.Schema.ConfirmedBy != rollout.CheckJobName("rs-a", "2", 1) {
+			return fmt.Errorf("status.schema = %+v", r.Status.Schema)
+		}
+		return nil
+	})
+	for _, j := range kit().Jobs(t, ns) {
+		if j.Labels[rollout.LabelComponent] == rollout.ComponentMigration && j.Labels[rollout.LabelSchemaVersion] == "2" {
+			t.Errorf("the schema-2 migration ran again: Job %s", j.Name)
+		}
+	}
+	time.Sleep(2 * time.Second)
 	rep := gen.Stop()
 	table(t, "R-1 with schemagate", rep)
 	for _, r := range realRegions {

@@ -7,6 +7,8 @@ package realstack
 import (
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -29,7 +31,16 @@ const (
 	RouterImage = "schemagate.local/edge-router"
 	// RouterPort is where each router pod listens, on its own loopback address.
 	RouterPort = 8080
+	// SchemaImage is cmd/schemagate-schema in the node agent's image table: the migration Job
+	// runs the router's own migrate under `schemagate-schema run`, and the check Job runs
+	// `schemagate-schema report`, both for golang-migrate's table (issue 10).
+	SchemaImage = "schemagate.local/schemagate-schema:dev"
 )
+
+// migrateArgs is `schemagate-schema run --tool golang-migrate -- edge-router migrate <args>`.
+func migrateArgs(args ...string) []string {
+	return append([]string{"run", "--tool", "golang-migrate", "--", "edge-router", "migrate"}, args...)
+}
 
 // RouterContainer is the router of one revision: it reads the route table of database (a
 // PostgreSQL URL) and needs schema; its /ready (the readiness probe) stays 503 until that schema
@@ -65,18 +76,22 @@ func OnProcessNodes(containers ...corev1.Container) corev1.PodSpec {
 }
 
 // RoutingService is name in namespace: the router v1 (schema 1, extra serve flags) in every region
-// with replicas pods each, and the router's own `migrate` (golang-migrate up to
-// SCHEMAGATE_SCHEMA_VERSION, which schemagate sets) as its migration Job against database, with a
-// 120 s deadline and no retry. Callers tune the strategy.
+// with replicas pods each; as its migration Job the router's own `migrate` (golang-migrate up to
+// SCHEMAGATE_SCHEMA_VERSION, which schemagate sets) under `schemagate-schema run`, which writes
+// the schema report, with a 120 s deadline and no retry; and a `schemagate-schema report` check
+// Job (60 s deadline) for when that evidence is gone. Callers tune the strategy.
 func RoutingService(name, namespace, database string, replicas int32, extra ...string) *routingv1alpha1.RoutingService {
 	var shards []routingv1alpha1.ShardSpec
 	for _, r := range Regions {
 		shards = append(shards, routingv1alpha1.ShardSpec{Name: r.Shard, Replicas: replicas,
 			NodeSelector: map[string]string{nodeagent.RegionLabel: r.Region}})
 	}
-	migration := OnProcessNodes(corev1.Container{Name: "migrate", Image: RouterImage + ":v1", Args: []string{"migrate"},
+	migration := OnProcessNodes(corev1.Container{Name: "migrate", Image: SchemaImage, Args: migrateArgs(),
 		Env: []corev1.EnvVar{{Name: "DATABASE_URL", Value: database}}})
 	migration.RestartPolicy = corev1.RestartPolicyNever
+	check := OnProcessNodes(corev1.Container{Name: "check", Image: SchemaImage, Args: []string{"report", "--tool", "golang-migrate"},
+		Env: []corev1.EnvVar{{Name: "DATABASE_URL", Value: database}}})
+	check.RestartPolicy = corev1.RestartPolicyNever
 	return &routingv1alpha1.RoutingService{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: namespace},
 		Spec: routingv1alpha1.RoutingServiceSpec{
@@ -87,7 +102,7 @@ func RoutingService(name, namespace, database string, replicas int32, extra ...s
 			Schema: routingv1alpha1.SchemaSpec{Version: "1", Migration: routingv1alpha1.MigrationSpec{
 				Template:     corev1.PodTemplateSpec{Spec: migration},
 				BackoffLimit: ptr.To(int32(0)), ActiveDeadlineSeconds: ptr.To(int64(120)),
-			}},
+			}, Check: &routingv1alpha1.SchemaCheckSpec{Template: corev1.PodTemplateSpec{Spec: check}, ActiveDeadlineSeconds: ptr.To(int64(60))}},
 			Shards: shards,
 		},
 	}
@@ -100,19 +115,29 @@ func ToSchema2(database string, delay time.Duration, extra ...string) func(*rout
 		r.Spec.Template.Spec.Containers = []corev1.Container{RouterContainer("v2", 2, database, extra...)}
 		r.Spec.Schema.Version = "2"
 		m := &r.Spec.Schema.Migration.Template.Spec.Containers[0]
-		m.Image = RouterImage + ":v2"
-		m.Args = []string{"migrate", "--delay=" + delay.String()}
+		m.Args = migrateArgs("--delay=" + delay.String())
 	}
 }
 
 // StartAgent registers one process-backed Node per region, tainted
 // schemagate.io/node=process:NoSchedule, whose pods run routerBinary for each revision of the
-// router image (RouterImage:<revision>). stateDir may be empty (a temporary directory).
+// router image (RouterImage:<revision>), and schemagate-schema (built next to routerBinary) for
+// SchemaImage, with routerBinary's directory on its PATH. stateDir may be empty (a temporary
+// directory).
 func StartAgent(ctx context.Context, cfg *rest.Config, routerBinary, stateDir string, revisions ...string) (*nodeagent.Agent, error) {
 	images := map[string]nodeagent.Executable{}
 	for _, rev := range revisions {
 		images[RouterImage+":"+rev] = nodeagent.Executable{Path: routerBinary}
 	}
+	dir, err := filepath.Abs(filepath.Dir(routerBinary))
+	if err != nil {
+		return nil, err
+	}
+	schema := filepath.Join(dir, "schemagate-schema")
+	if _, err := os.Stat(schema); err != nil {
+		return nil, fmt.Errorf("the migration and check Jobs run %s: %w (go build -o %s ./cmd/schemagate-schema)", schema, err, schema)
+	}
+	images[SchemaImage] = nodeagent.Executable{Path: schema, Env: []string{"PATH=" + dir + ":/usr/local/bin:/usr/bin:/bin"}}
 	var nodes []nodeagent.NodeSpec
 	for _, r := range Regions {
 		nodes = append(nodes, nodeagent.NodeSpec{
