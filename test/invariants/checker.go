@@ -2,7 +2,9 @@
 // test observes from a real API server, not only at the end of a test:
 //
 //	I1: no ReplicaSet of a revision needing schema N has replicas > 0 before schema >= N is
-//	    confirmed by the success of the RoutingService's own migration Job.
+//	    confirmed: a migration or check Job the RoutingService controls succeeded and a pod that
+//	    Job controls left a schema report saying >= N and not dirty (with spec.schema.evidence
+//	    JobSuccess, the migration Job's success alone).
 //	I2: in each shard, once it has served, available replicas never drop below
 //	    replicas - maxUnavailable (as the RoutingService's spec says at that moment).
 //	I4: status.observedGeneration never runs ahead of metadata.generation, and every condition
@@ -28,6 +30,7 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/rest"
@@ -37,24 +40,36 @@ import (
 
 	routingv1alpha1 "github.com/schemagate/schemagate/api/v1alpha1"
 	"github.com/schemagate/schemagate/pkg/rollout"
+	"github.com/schemagate/schemagate/pkg/schemareport"
 	"github.com/schemagate/schemagate/pkg/schemaversion"
 )
 
 // Checker records violations seen on the watched objects. It is safe for concurrent use.
 type Checker struct {
 	mu sync.Mutex
-	// confirmedAt[ns/rsvc-uid][version] is the resourceVersion at which that version's Job was
-	// first seen complete.
+	// confirmedAt[ns/rsvc-uid][version] is the resourceVersion at which that version was first
+	// seen confirmed.
 	confirmedAt map[string]map[string]int64
-	rsvcs       map[string]*routingv1alpha1.RoutingService // by ns/name
-	rss         map[string]*appsv1.ReplicaSet              // by ns/name
-	served      map[string]bool                            // ns/rsvc/shard → reached its minimum once
+	// jobs[job-uid] is what is known of each migration or check Job: its RoutingService, when it
+	// was first seen complete, and its pods' clean report.
+	jobs   map[string]*jobEvidence
+	rsvcs  map[string]*routingv1alpha1.RoutingService // by ns/name
+	rss    map[string]*appsv1.ReplicaSet              // by ns/name
+	served map[string]bool                            // ns/rsvc/shard → reached its minimum once
 	// exemptI2 are namespaces whose pods fail by design (a revision that crashes under load):
 	// there, a dip in availability is the scenario, not schemagate's doing.
 	exemptI2   map[string]string
 	pendingI1  []pendingCheck
 	violations []string
 	events     int
+}
+
+type jobEvidence struct {
+	ns, rsvcName, rsvcUID string
+	check                 bool
+	completeAt            int64  // 0 until seen complete
+	reported              string // the version a clean report of one of its pods gave
+	reportedAt            int64
 }
 
 type pendingCheck struct {
@@ -82,16 +97,17 @@ func (k *Checker) ExemptI2(ns, why string) {
 func New() *Checker {
 	return &Checker{
 		confirmedAt: map[string]map[string]int64{},
+		jobs:        map[string]*jobEvidence{},
 		rsvcs:       map[string]*routingv1alpha1.RoutingService{},
 		rss:         map[string]*appsv1.ReplicaSet{},
 		served:      map[string]bool{},
 	}
 }
 
-// Watch registers the checker on c's informers for RoutingServices, ReplicaSets and Jobs. c must
+// Watch registers the checker on c's informers for RoutingServices, ReplicaSets, Jobs and Pods. c must
 // be started by the caller; the checker sees every add and update the informers deliver.
 func (k *Checker) Watch(ctx context.Context, c cache.Cache) error {
-	for _, obj := range []client.Object{&routingv1alpha1.RoutingService{}, &appsv1.ReplicaSet{}, &batchv1.Job{}} {
+	for _, obj := range []client.Object{&routingv1alpha1.RoutingService{}, &appsv1.ReplicaSet{}, &batchv1.Job{}, &corev1.Pod{}} {
 		inf, err := c.GetInformer(ctx, obj)
 		if err != nil {
 			return err
@@ -111,7 +127,12 @@ func (k *Checker) Watch(ctx context.Context, c cache.Cache) error {
 // Start gives a Checker an informer cache of its own on cfg (so it sees events independently of
 // the manager under test), starts it, and waits until it has synced.
 func Start(ctx context.Context, cfg *rest.Config, scheme *runtime.Scheme) (*Checker, error) {
-	c, err := cache.New(cfg, cache.Options{Scheme: scheme})
+	// Only migration and check pods: they carry the schema reports.
+	schemaPods, err := labels.Parse(rollout.LabelComponent + " in (" + rollout.ComponentMigration + "," + rollout.ComponentCheck + ")")
+	if err != nil {
+		return nil, err
+	}
+	c, err := cache.New(cfg, cache.Options{Scheme: scheme, ByObject: map[client.Object]cache.ByObject{&corev1.Pod{}: {Label: schemaPods}}})
 	if err != nil {
 		return nil, err
 	}
@@ -187,16 +208,33 @@ func (k *Checker) observe(o any) {
 		}
 	case *batchv1.Job:
 		owner := metav1.GetControllerOf(obj)
-		if owner == nil || !jobComplete(obj) {
+		if owner == nil || owner.Kind != "RoutingService" {
 			return
 		}
-		key := obj.Namespace + "/" + string(owner.UID)
-		if k.confirmedAt[key] == nil {
-			k.confirmedAt[key] = map[string]int64{}
+		e := k.job(string(obj.UID))
+		e.ns, e.rsvcName, e.rsvcUID = obj.Namespace, owner.Name, string(owner.UID)
+		e.check = obj.Labels[rollout.LabelComponent] == rollout.ComponentCheck
+		if jobComplete(obj) && e.completeAt == 0 {
+			e.completeAt = rv(obj)
 		}
-		v := obj.Labels[rollout.LabelSchemaVersion]
-		if _, seen := k.confirmedAt[key][v]; !seen {
-			k.confirmedAt[key][v] = rv(obj)
+		k.confirm(e, obj.Labels[rollout.LabelSchemaVersion])
+	case *corev1.Pod:
+		owner := metav1.GetControllerOf(obj)
+		if owner == nil || owner.Kind != "Job" || (obj.Status.Phase != corev1.PodSucceeded && obj.Status.Phase != corev1.PodFailed) {
+			return
+		}
+		for _, cs := range obj.Status.ContainerStatuses {
+			if t := cs.State.Terminated; t != nil && t.Message != "" {
+				r, err := schemareport.Parse([]byte(t.Message))
+				if err == nil && !r.Dirty {
+					e := k.job(string(owner.UID))
+					if e.reported == "" {
+						e.reported, e.reportedAt = r.Version, rv(obj)
+					}
+					k.confirm(e, "")
+				}
+				break
+			}
 		}
 	case *appsv1.ReplicaSet:
 		key := obj.Namespace + "/" + obj.Name
@@ -218,6 +256,40 @@ func (k *Checker) observe(o any) {
 		if rsvc := k.rsvcs[obj.Namespace+"/"+obj.Labels[rollout.LabelName]]; rsvc != nil {
 			k.checkI2(obj.Namespace, rsvc, obj.Labels[rollout.LabelShard])
 		}
+	}
+}
+
+func (k *Checker) job(uid string) *jobEvidence {
+	e := k.jobs[uid]
+	if e == nil {
+		e = &jobEvidence{}
+		k.jobs[uid] = e
+	}
+	return e
+}
+
+// confirm records the version e's Job confirms, once it is known complete and (unless its
+// RoutingService trusts JobSuccess) reported: at the later of the two resourceVersions. version
+// is the Job's own schema-version label, used under JobSuccess.
+func (k *Checker) confirm(e *jobEvidence, version string) {
+	if e.rsvcUID == "" || e.completeAt == 0 {
+		return
+	}
+	at := e.completeAt
+	rsvc := k.rsvcs[e.ns+"/"+e.rsvcName]
+	switch {
+	case e.reported != "":
+		version, at = e.reported, max(at, e.reportedAt)
+	case !e.check && rsvc != nil && rsvc.Spec.Schema.EvidenceOrDefault() == routingv1alpha1.SchemaEvidenceJobSuccess && version != "":
+	default:
+		return
+	}
+	key := e.ns + "/" + e.rsvcUID
+	if k.confirmedAt[key] == nil {
+		k.confirmedAt[key] = map[string]int64{}
+	}
+	if _, seen := k.confirmedAt[key][version]; !seen {
+		k.confirmedAt[key][version] = at
 	}
 }
 
