@@ -258,6 +258,10 @@ func (w *watcher) summary(act string, start time.Time) {
 	if t, ok := w.firstSeen[fmt.Sprintf("gate/%d", rsvc.Generation)]; ok {
 		row("update → SchemaReady gate open", t.Sub(start))
 	}
+	if s := rsvc.Status.Schema; s.ReportedBy != "" {
+		fmt.Fprintf(&b, "    schema report: the database is at version %s (%s); required %s, confirmed %s\n",
+			s.ReportedVersion, s.ReportedBy, s.RequiredVersion, s.ConfirmedVersion)
+	}
 	rev := rsvc.Status.UpdateRevision
 	for _, s := range rsvc.Spec.Shards {
 		began, ok := w.firstSeen[fmt.Sprintf("%s/%s/%s", rev, s.Name, routingv1alpha1.ShardStepProgressing)]

@@ -43,7 +43,6 @@ func (w *world) jobsOf(component string) []string {
 	return out
 }
 
-
 // S-24: a migration Job that exits 0 without migrating (its report says schema 1) never opens
 // the gate: SchemaMismatch, Stalled, no pod of v2; a retry runs it again (still a no-op: still
 // stalled), and a fixed migration template applied through Git runs the next attempt.
@@ -62,7 +61,9 @@ func TestS24CompleteJobWithLowerReportNeverOpensTheGate(t *testing.T) {
 		t.Fatalf("v2 pods %d, migration Jobs %v: a mismatch must not start pods or retry by itself", n, w.jobsOf(ComponentMigration))
 	}
 	w.annotate(routingv1alpha1.AnnotationRetry, "r1")
-	w.run(60, func() bool { return len(w.jobsOf(ComponentMigration)) == 3 && w.stalledWith(routingv1alpha1.ReasonSchemaMismatch) })
+	w.run(60, func() bool {
+		return len(w.jobsOf(ComponentMigration)) == 3 && w.stalledWith(routingv1alpha1.ReasonSchemaMismatch)
+	})
 	w.rsvc.Spec.Schema.Migration.Template.Spec.Containers[0].Image = "migrate:ok"
 	w.rsvc.Generation++
 	w.run(300, func() bool { return w.isTrue(routingv1alpha1.ConditionReady) })
@@ -285,7 +286,7 @@ func TestCheckFindsTheDatabaseBehind(t *testing.T) {
 	w.rsvc.Generation++
 	w.step(time.Second)
 	w.confirmed = "0" // restored
-	w.skipI1 = true    // v1 runs on a database that went back under it; shardImages checks nothing scales
+	w.skipI1 = true   // v1 runs on a database that went back under it; shardImages checks nothing scales
 	w.deleteJob(MigrationJobName("rs-a", "1", 1))
 	w.run(60, func() bool { return w.stalledWith(routingv1alpha1.ReasonSchemaMismatch) })
 	if got := w.shardImages(); got != "us-east=app:v1:3 eu-west=app:v1:3 ap-south=app:v1:3" {
