@@ -38,9 +38,10 @@ func afterAttempt(check *ownedJob) int32 {
 }
 
 // checkDecides reports whether check, not the latest migration attempt, decides the gate: it was
-// created after that attempt (or there is none).
+// created after that attempt (or there is none). The annotation is believed only when the
+// creation times agree, so a hand edit cannot make an older check outrank a newer attempt.
 func checkDecides(check, latest *ownedJob) bool {
-	return latest == nil || afterAttempt(check) >= latest.attempt
+	return latest == nil || (afterAttempt(check) >= latest.attempt && !check.job.CreationTimestamp.Before(&latest.job.CreationTimestamp))
 }
 
 // needsCheckAfter reports whether, with spec.schema.check.afterMigration, the evidence ev still
@@ -48,7 +49,11 @@ func checkDecides(check, latest *ownedJob) bool {
 // attempt (a check that confirmed since would be the evidence instead).
 func (p *planner) needsCheckAfter(ev *reading, latest *ownedJob) bool {
 	c := p.rsvc.Spec.Schema.Check
-	return c != nil && c.AfterMigration && latest != nil && ev != nil && ev.oj == latest
+	if c == nil || !c.AfterMigration || latest == nil || ev == nil || ev.oj != latest {
+		return false
+	}
+	check := p.latestCheck(p.rsvc.Spec.Schema.Version)
+	return check == nil || !checkDecides(check, latest) || !readingOf(p.readings, check).confirms(p.rsvc.Spec.Schema.Version)
 }
 
 // checkAfterMigrationDue: with check.afterMigration, the latest attempt succeeded and its report
@@ -93,6 +98,15 @@ func (p *planner) wasConfirmed() bool {
 		schemaversion.AtLeast(p.rsvc.Status.Schema.ConfirmedVersion, required) {
 		return true
 	}
+	// A check for the required version was under way (and its Job may be gone too).
+	if prev := p.rsvc.Status.Schema; prev.CheckJob != "" && schemaversion.Equal(prev.RequiredVersion, required) {
+		return true
+	}
+	// The stored status names an attempt for the required version whose Job is gone, long enough
+	// ago that the cache has seen it: it may have succeeded and been deleted before it was read.
+	if p.attemptVanished() {
+		return true
+	}
 	for _, set := range p.shards {
 		for _, rs := range set.all {
 			if !p.untrusted[rs] && hasServed(rs) && schemaversion.AtLeast(RequiredSchema(rs), required) {
@@ -101,6 +115,40 @@ func (p *planner) wasConfirmed() bool {
 		}
 	}
 	return false
+}
+
+// attemptVanished reports whether the stored status names a migration attempt for the required
+// version whose Job is not observed, and was created more than reportLag ago (a Job created an
+// instant ago may simply not be in the cache yet: see cacheLagging).
+func (p *planner) attemptVanished() bool {
+	prev := p.rsvc.Status.Schema
+	if !p.storedAttemptMissing() || prev.StartTime == nil {
+		return false
+	}
+	return p.now.After(prev.StartTime.Add(reportLag))
+}
+
+// cacheLagging reports whether the stored status names a migration attempt for the required
+// version, created less than reportLag ago, that the cache does not show yet: nothing is started
+// until it does (or until it is known to be gone), so a stale cache never starts a second
+// migration or reuses a name (S-10).
+func (p *planner) cacheLagging() bool {
+	prev := p.rsvc.Status.Schema
+	return p.storedAttemptMissing() && prev.StartTime != nil && !p.now.After(prev.StartTime.Add(reportLag))
+}
+
+func (p *planner) storedAttemptMissing() bool {
+	prev := p.rsvc.Status.Schema
+	if prev.MigrationJob == "" || prev.Attempt < 1 || !schemaversion.Equal(prev.RequiredVersion, p.rsvc.Spec.Schema.Version) ||
+		prev.MigrationJob != MigrationJobName(p.rsvc.Name, schemaversion.Canonical(p.rsvc.Spec.Schema.Version), prev.Attempt) {
+		return false
+	}
+	for _, j := range p.observed.Jobs {
+		if j != nil && j.Name == prev.MigrationJob {
+			return false
+		}
+	}
+	return true
 }
 
 // reconfirm handles lost evidence (S-23) before any check Job for it exists: with spec.schema.check
@@ -149,9 +197,14 @@ func (p *planner) reconfirm(latest *ownedJob, paused bool) {
 // lostEvidence says what disappeared, for messages.
 func (p *planner) lostEvidence(latest *ownedJob) string {
 	required := p.rsvc.Spec.Schema.Version
+	prev := p.rsvc.Status.Schema
 	switch {
 	case latest != nil:
 		return fmt.Sprintf("schema %s was confirmed by migration Job %s, whose pods and schema report are gone", required, latest.job.Name)
+	case p.storedAttemptMissing():
+		return fmt.Sprintf("migration Job %s (attempt %d) to schema %s is gone, and what it did was never read", prev.MigrationJob, prev.Attempt, required)
+	case prev.CheckJob != "" && schemaversion.Equal(prev.RequiredVersion, required):
+		return fmt.Sprintf("the evidence for schema %s is gone, and so is check Job %s that was asking the database", required, prev.CheckJob)
 	case p.rsvc.Status.Schema.MigrationJob != "":
 		return fmt.Sprintf("schema %s was confirmed by Job %s, which is gone", required, p.rsvc.Status.Schema.MigrationJob)
 	default:
@@ -257,6 +310,11 @@ func (p *planner) afterCheck(check, latest *ownedJob, paused bool) {
 	switch {
 	case r != nil && r.usable() && r.dirty:
 		reason, msg, migrate = routingv1alpha1.ReasonSchemaDirty, fmt.Sprintf("%s: a migration failed half-way and only a person may clear it; revision %s does not start (fix the database, then annotate %s to run the migration)", r.describe(), p.update, routingv1alpha1.AnnotationRetry), true
+	case r != nil && r.usable() && r.confirms(required) && ev != nil && ev.dirty:
+		// The check confirmed, but a later reading says the database is dirty now.
+		reason, msg, migrate = routingv1alpha1.ReasonSchemaDirty, fmt.Sprintf("%s: only a person may clear it; revision %s does not start (fix the database, then annotate %s)", ev.describe(), p.update, routingv1alpha1.AnnotationRetry), true
+	case r != nil && r.usable() && r.confirms(required) && ev != nil:
+		reason, msg, migrate = routingv1alpha1.ReasonSchemaMismatch, fmt.Sprintf("%s, below the required %s; revision %s does not start (annotate %s to run the migration as attempt %d)", ev.describe(), required, p.update, routingv1alpha1.AnnotationRetry, p.nextAttempt(latest)), true
 	case r != nil && r.usable():
 		reason, msg, migrate = routingv1alpha1.ReasonSchemaMismatch, fmt.Sprintf("%s, below the required %s; revision %s does not start (annotate %s to run the migration as attempt %d)", r.describe(), required, p.update, routingv1alpha1.AnnotationRetry, p.nextAttempt(latest)), true
 	case r != nil && r.invalid != "":

@@ -77,7 +77,14 @@ func (p *planner) readJobs() []*reading {
 			failed := jobCondition(oj.job, batchv1.JobFailed)
 			switch {
 			case complete != nil && jobSuccess && !oj.check:
-				out = append(out, &reading{oj: oj, at: finishedAt(oj.job, complete).Time, version: oj.version})
+				// The Job's success confirms its version, unless a report that parses says
+				// more (a lower version, a dirty database): a report is never ignored.
+				r := p.readReport(oj, corev1.PodSucceeded)
+				if !r.usable() {
+					r = &reading{oj: oj, version: oj.version}
+				}
+				r.at = finishedAt(oj.job, complete).Time
+				out = append(out, r)
 			case complete != nil:
 				r := p.readReport(oj, corev1.PodSucceeded)
 				r.at = finishedAt(oj.job, complete).Time
@@ -94,13 +101,24 @@ func (p *planner) readJobs() []*reading {
 	return out
 }
 
+// readingBefore orders readings by cause, not by any controller's clock: by the creation of
+// their Jobs (the API server's clock; schemagate's migration and check Jobs never overlap, so the
+// Job created later saw the database later), then, within a second, a check after the migration
+// attempt it was created after, then by attempt number and name. A completion time written by a
+// skewed Job controller cannot reorder them.
 func readingBefore(a, b *reading) bool {
-	if !a.at.Equal(b.at) {
-		return a.at.Before(b.at)
-	}
 	ca, cb := a.oj.job.CreationTimestamp, b.oj.job.CreationTimestamp
 	if !ca.Equal(&cb) {
 		return ca.Before(&cb)
+	}
+	if a.oj.check != b.oj.check && schemaversion.Equal(a.oj.version, b.oj.version) {
+		if a.oj.check {
+			return afterAttempt(a.oj) < b.oj.attempt
+		}
+		return afterAttempt(b.oj) >= a.oj.attempt
+	}
+	if a.oj.attempt != b.oj.attempt {
+		return a.oj.attempt < b.oj.attempt
 	}
 	return a.oj.job.Name < b.oj.job.Name
 }
@@ -135,10 +153,25 @@ func (p *planner) readReport(oj *ownedJob, phase corev1.PodPhase) *reading {
 		r.invalid = fmt.Sprintf("the pods of %s Job %s are gone, and their schema report with them", oj.kind(), oj.job.Name)
 		return r
 	}
+	// Spec order: the kubelet sorts status.containerStatuses by name. (A pod always has
+	// containers; a status without a spec, as some tests build, is read in its own order.)
+	order := make([]string, 0, len(pod.Spec.Containers))
+	for _, c := range pod.Spec.Containers {
+		order = append(order, c.Name)
+	}
+	if len(order) == 0 {
+		for _, cs := range pod.Status.ContainerStatuses {
+			order = append(order, cs.Name)
+		}
+	}
 	message := ""
-	for _, cs := range pod.Status.ContainerStatuses {
-		if t := cs.State.Terminated; t != nil && t.Message != "" {
-			message = t.Message
+	for _, name := range order {
+		for _, cs := range pod.Status.ContainerStatuses {
+			if t := cs.State.Terminated; cs.Name == name && t != nil && message == "" {
+				message = t.Message
+			}
+		}
+		if message != "" {
 			break
 		}
 	}

@@ -100,6 +100,9 @@ type planner struct {
 	// holding: the gate is closed while lost evidence is re-established (a check Job runs, or a
 	// steady RoutingService has none configured), and the conditions stay as they were (S-23).
 	holding bool
+	// awaitingCheck: with check.afterMigration, the migration's report confirms this version but
+	// the check has not yet; nothing needing it or more may run meanwhile.
+	awaitingCheck string
 	// promotedNow: a shard became Promoted in this reconcile.
 	promotedNow bool
 	pods        []*corev1.Pod

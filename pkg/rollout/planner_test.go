@@ -163,8 +163,15 @@ func TestSupersedingRevisionGoesThroughTheGate(t *testing.T) {
 		t.Fatalf("v3 must wait for schema 3: %s", w.shardImages())
 	}
 	w.rsvc.Spec.Schema.Migration.Template.Spec.Containers[0].Image = "migrate:ok" // does not change the revision
-	delete(w.jobs, MigrationJobName("rs-a", "3", 1))
+	w.deleteJob(MigrationJobName("rs-a", "3", 1))
+	// What the deleted attempt did was never read: it is not run again by itself (S-23) …
+	w.run(100, func() bool { return w.stalledWith(routingv1alpha1.ReasonSchemaEvidenceLost) })
+	// … until a retry runs attempt 2.
+	w.annotate(routingv1alpha1.AnnotationRetry, "again")
 	w.run(300, func() bool { return w.isTrue(routingv1alpha1.ConditionReady) })
+	if _, ok := w.jobs[MigrationJobName("rs-a", "3", 2)]; !ok {
+		t.Fatalf("want attempt 2: %v", w.jobsOf(ComponentMigration))
+	}
 	if got := w.shardImages(); got != "us-east=app:v3:3 eu-west=app:v3:3 ap-south=app:v3:3" {
 		t.Fatalf("no shard may keep two live revisions: %s", got)
 	}

@@ -131,7 +131,12 @@ func (p *planner) schemaGate() bool {
 		p.recordJob(latest)
 	}
 
-	if ev.confirms(required) && !p.needsCheckAfter(ev, latest) {
+	if ev.confirms(required) && p.needsCheckAfter(ev, latest) {
+		// The migration says so, but only the check's report opens the gate: until then no
+		// revision needing the required version (or above) is scaled up either (mayRun).
+		p.awaitingCheck = required
+	}
+	if ev.confirms(required) && p.awaitingCheck == "" {
 		if latest == nil {
 			// Confirmed by a Job of a higher version (expand-only migrations), or by a check.
 			st.MigrationJob, st.Attempt, st.StartTime, st.CompletionTime = ev.oj.job.Name, 0, nil, nil
@@ -162,6 +167,11 @@ func (p *planner) schemaGate() bool {
 		p.afterCheck(check, latest, paused)
 	case p.checkAfterMigrationDue(latest) || p.evidenceLost(latest):
 		p.reconfirm(latest, paused)
+	case latest == nil && p.cacheLagging():
+		// The attempt the stored status names was created an instant ago: wait for the cache.
+		st.MigrationJob, st.Attempt = p.rsvc.Status.Schema.MigrationJob, p.rsvc.Status.Schema.Attempt
+		p.schemaCondition(metav1.ConditionFalse, routingv1alpha1.ReasonMigrating, p.migratingMessage(st.MigrationJob, st.Attempt, ""))
+		p.requeueAt(p.now.Add(2 * time.Second))
 	case latest == nil && paused:
 		st.MigrationJob, st.Attempt, st.StartTime, st.CompletionTime = "", 0, nil, nil
 		p.schemaCondition(metav1.ConditionFalse, routingv1alpha1.ReasonMigrationPending,
@@ -302,10 +312,13 @@ func (p *planner) startMigration(attempt int32, note string, started func(name s
 	}
 	// S-15, S-19: any migration Job of this RoutingService with pods, even one that is not evidence
 	// (labels edited by hand, an earlier attempt), may still be migrating (found by FuzzCompute).
+	// A check Job that still runs is waited for too: what it read before the migration would be
+	// its report, about a database the migration has changed since. Its deadline bounds the wait.
 	for _, j := range p.observed.Jobs {
-		if metav1.IsControlledBy(j, p.rsvc) && j.Labels[LabelComponent] == ComponentMigration && !stopped(j) {
+		if metav1.IsControlledBy(j, p.rsvc) && (j.Labels[LabelComponent] == ComponentMigration || j.Labels[LabelComponent] == ComponentCheck) && !stopped(j) &&
+			jobCondition(j, batchv1.JobComplete) == nil && jobCondition(j, batchv1.JobFailed) == nil {
 			p.schemaCondition(metav1.ConditionFalse, routingv1alpha1.ReasonWaitingForMigration, fmt.Sprintf(
-				"schema %s is required; migration Job %s still has pods, and two migrations never run at once: attempt %d starts when they are gone", required, j.Name, attempt))
+				"schema %s is required; %s Job %s still has pods, and a migration never runs beside another migration or a check: attempt %d starts when they are gone", required, j.Labels[LabelComponent], j.Name, attempt))
 			p.retryWaiting = true
 			p.requeueAt(p.now.Add(5 * time.Second))
 			return

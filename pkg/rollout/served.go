@@ -121,5 +121,8 @@ func (p *planner) mayRun(rs *appsv1.ReplicaSet) bool {
 	}
 	// A ReplicaSet without the annotation (removed by hand) says nothing: it is never scaled up.
 	need := RequiredSchema(rs)
+	if p.awaitingCheck != "" && schemaversion.AtLeast(need, p.awaitingCheck) {
+		return false
+	}
 	return need != "" && schemaversion.AtLeast(p.status.Schema.ConfirmedVersion, need)
 }
