@@ -70,8 +70,9 @@ type SchemaSpec struct {
 	// evidence says what confirms a schema version. Report (the default): the schema report a
 	// migration or check container writes to its termination message (docs/schema-report.md) must
 	// say the database is at version or above and not dirty; a Job that succeeds without one
-	// confirms nothing. JobSuccess: the success of the migration Job is enough, for migration
-	// images that cannot write a report; a Job that exits 0 without migrating then opens the gate.
+	// confirms nothing. JobSuccess: the success of the migration Job is enough when its pod leaves
+	// no report that parses, for migration images that cannot write one (a report that parses
+	// still decides); a Job that exits 0 without migrating then opens the gate.
 	// Report is the default because a Complete Job is not a migrated database (issue 10,
 	// scenario S-24).
 	// +optional
