@@ -152,6 +152,13 @@ func TestStoryS20OrphanThenRecreate(t *testing.T) {
 		}
 		return nil
 	})
+	// The adopted ReplicaSets served schema 1, so it was confirmed; the orphaned Jobs are not
+	// evidence, and with no spec.schema.check nothing may confirm it again but a retry, which
+	// runs the migration (issue 10, S-23), whose name an orphaned Job holds.
+	story.Eventually(t, 30*time.Second, "SchemaEvidenceLost", kit().HasCondition(t, ns, routingv1alpha1.ConditionStalled, metav1.ConditionTrue, routingv1alpha1.ReasonSchemaEvidenceLost))
+	kit().Update(t, ns, func(r *routingv1alpha1.RoutingService) {
+		r.Annotations = map[string]string{routingv1alpha1.AnnotationRetry: "after-restore"}
+	})
 	story.Eventually(t, 30*time.Second, "NameConflict for the orphaned schema-1 Job", kit().HasCondition(t, ns, routingv1alpha1.ConditionStalled, metav1.ConditionTrue, routingv1alpha1.ReasonNameConflict))
 	if kit().HasCondition(t, ns, routingv1alpha1.ConditionSchemaReady, metav1.ConditionTrue, "")() == nil {
 		t.Fatal("an orphaned Job opened the gate")
