@@ -116,6 +116,13 @@ type SchemaCheckSpec struct {
 	// +optional
 	AfterMigration bool `json:"afterMigration,omitempty"`
 
+	// beforeEachShard, when true, runs the check before each shard after the first starts, for
+	// databases that other hands change: the shard starts only once its check's report confirms
+	// the schema; a report below it closes the gate (SchemaMismatch) with every shard serving what
+	// it serves. Default false.
+	// +optional
+	BeforeEachShard bool `json:"beforeEachShard,omitempty"`
+
 	// backoffLimit is the number of retries of the check pod before the check Job fails.
 	// Default 1.
 	// +optional

@@ -7,6 +7,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 
 	routingv1alpha1 "github.com/schemagate/schemagate/api/v1alpha1"
 )
@@ -325,4 +326,69 @@ func TestCheckAfterMigrationConfirmsBeforeTheGateOpens(t *testing.T) {
 	// A no-op migration is caught by the check too.
 	w.update("app:v3", "3", "migrate:noop")
 	w.run(60, func() bool { return w.stalledWith(routingv1alpha1.ReasonSchemaMismatch) })
+}
+
+// check.beforeEachShard: each shard after the first starts only once a check Job created for it
+// confirms the schema.
+func TestCheckBeforeEachShard(t *testing.T) {
+	w := steady(t)
+	withCheck(w, false)
+	w.rsvc.Spec.Schema.Check.BeforeEachShard = true
+	w.update("app:v2", "2", "migrate:ok")
+	w.run(300, func() bool { return w.isTrue(routingv1alpha1.ConditionReady) })
+	var order []string
+	for _, l := range w.log {
+		switch {
+		case strings.Contains(l, "CreateJob rs-a-schema-"):
+			order = append(order, "migration")
+		case strings.Contains(l, "CreateJob rs-a-check-"):
+			order = append(order, "check")
+		case strings.Contains(l, "CreateReplicaSet"):
+			order = append(order, strings.Split(strings.Fields(l)[2], "-")[2])
+		}
+	}
+	if got := strings.Join(order, ","); got != "migration,us,check,eu,check,ap" {
+		t.Fatalf("order %s; log:\n%s", got, strings.Join(w.log, "\n"))
+	}
+}
+
+// check.beforeEachShard finds the database behind (changed by other hands after us-east was
+// promoted): the gate closes with SchemaMismatch; eu-west and ap-south never run v2.
+func TestCheckBeforeEachShardFindsTheDatabaseBehind(t *testing.T) {
+	w := steady(t)
+	withCheck(w, false)
+	w.rsvc.Spec.Schema.Check.BeforeEachShard = true
+	w.update("app:v2", "2", "migrate:ok")
+	w.run(300, func() bool { return w.rsvc.Status.PromotedShards == "1/3" })
+	w.confirmed, w.skipI1 = "1", true // restored behind v2, which already serves us-east
+	w.run(60, func() bool { return w.stalledWith(routingv1alpha1.ReasonSchemaMismatch) })
+	for i := 0; i < 20; i++ {
+		w.step(time.Second)
+	}
+	if got := w.shardImages(); got != "us-east=app:v2:3 eu-west=app:v1:3 ap-south=app:v1:3" {
+		t.Fatalf("after the check found the database behind: %s", got)
+	}
+}
+
+// A check before a shard that never finishes: SchemaCheckFailed within its deadline, the shard
+// does not start, and a retry runs a second check for that shard.
+func TestCheckBeforeEachShardThatHangs(t *testing.T) {
+	w := steady(t)
+	withCheck(w, false)
+	w.rsvc.Spec.Schema.Check.BeforeEachShard = true
+	w.rsvc.Spec.Schema.Check.Template.Spec.Containers[0].Image = "check:hang"
+	w.rsvc.Spec.Schema.Check.ActiveDeadlineSeconds = ptr.To(int64(20))
+	w.update("app:v2", "2", "migrate:ok")
+	w.run(300, func() bool { return w.stalledWith(routingv1alpha1.ReasonSchemaCheckFailed) })
+	if c := w.condition(routingv1alpha1.ConditionStalled); !strings.Contains(c.Message, "before shard eu-west did not finish within activeDeadlineSeconds (20s)") {
+		t.Fatalf("Stalled = %+v", c)
+	}
+	if got := w.shardImages(); got != "us-east=app:v2:3 eu-west=app:v1:3 ap-south=app:v1:3" {
+		t.Fatalf("while the check hangs: %s", got)
+	}
+	w.annotate(routingv1alpha1.AnnotationRetry, "check-again")
+	w.step(time.Second)
+	if n := len(w.jobsOf(ComponentCheck)); n != 2 {
+		t.Fatalf("%d check Jobs after the retry, want 2", n)
+	}
 }

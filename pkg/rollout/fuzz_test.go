@@ -248,7 +248,7 @@ type fuzzCluster struct {
 	Pods     []fuzzPod
 	Conflict uint8 // none, the migration Job's name (attempt 1, 2), us-east's or eu-west's ReplicaSet
 	Evidence uint8 // spec.schema.evidence: "", Report, JobSuccess
-	Check    uint8 // spec.schema.check: none, set, set with afterMigration
+	Check    uint8 // spec.schema.check: none, set, set with afterMigration, set with beforeEachShard
 }
 
 type fuzzRS struct {
@@ -415,8 +415,8 @@ func fuzzObserved(statusIn, clusterIn []byte, clock int64) Observed {
 	rsvc.Spec.Schema.Migration.Template.Spec.Containers[0].Image = pick(c.MigrationImage, []string{"migrate:ok", "migrate:fixed"})
 	rsvc.Generation = 1 + int64(c.Generation%4)
 	rsvc.Spec.Schema.Evidence = pick(c.Evidence, []routingv1alpha1.SchemaEvidence{"", routingv1alpha1.SchemaEvidenceReport, routingv1alpha1.SchemaEvidenceJobSuccess})
-	if c.Check%3 > 0 {
-		rsvc.Spec.Schema.Check = &routingv1alpha1.SchemaCheckSpec{AfterMigration: c.Check%3 == 2,
+	if c.Check%4 > 0 {
+		rsvc.Spec.Schema.Check = &routingv1alpha1.SchemaCheckSpec{AfterMigration: c.Check%4 == 2, BeforeEachShard: c.Check%4 == 3,
 			Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{RestartPolicy: corev1.RestartPolicyNever, Containers: []corev1.Container{{Name: "check", Image: "check:ok"}}}}}
 	}
 	rsvc.Spec.Strategy.FailurePolicy = pick(c.FailurePolicy, []routingv1alpha1.FailurePolicy{routingv1alpha1.FailurePolicyRollback, routingv1alpha1.FailurePolicyHalt, ""})

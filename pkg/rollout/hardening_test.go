@@ -16,14 +16,24 @@ import (
 // that broke the planner before its fix.
 
 // liveMigrations counts the migration Jobs that may be changing the database now.
+// liveMigrations counts the migration Jobs that may still change the database; a live check Job
+// beside a live migration counts as one more (a check never runs beside a migration, or it would
+// read a database half-way through it). Checks beside checks are harmless (read-only).
 func (w *world) liveMigrations() int {
-	n := 0
+	migrations, checks := 0, 0
 	for _, j := range w.jobs {
-		if live(j) {
-			n++
+		switch {
+		case !live(j):
+		case j.Labels[LabelComponent] == ComponentCheck:
+			checks++
+		default:
+			migrations++
 		}
 	}
-	return n
+	if migrations > 0 && checks > 0 {
+		return migrations + 1
+	}
+	return migrations
 }
 
 // step reconciles, checks that at most one migration runs, plays the controllers and advances

@@ -12,7 +12,9 @@ import (
 // promote walks the shards in spec order and advances the first one that is not yet promoted for
 // the update revision; the shards after it are not touched. For that shard:
 //
-//	Pending     → Progressing (stepStartTime = now), and rolling steps begin
+//	Pending     → Progressing (stepStartTime = now), and rolling steps begin; with
+//	              schema.check.beforeEachShard, a shard after the first first waits for a check
+//	              Job's report (shardcheck.go)
 //	Progressing → Baking once the update revision alone serves it, fully available
 //	              → Failed if progressDeadlineSeconds pass first (then failurePolicy applies)
 //	Baking      → Promoted bakeSeconds after it was complete (back to Progressing if it stops
@@ -29,7 +31,7 @@ func (p *planner) promote() {
 		// A stored 0 (the CRD's minimum is 1) cannot make every step fail at once.
 		deadline = time.Duration(routingv1alpha1.DefaultProgressDeadlineSeconds) * time.Second
 	}
-	for _, shard := range p.rsvc.Spec.Shards {
+	for i, shard := range p.rsvc.Spec.Shards {
 		ss := p.shardStatus(shard.Name)
 		set := p.set(shard.Name)
 		b := p.budget(shard)
@@ -104,6 +106,10 @@ func (p *planner) promote() {
 			p.measure(PhaseShardProgress, shard.Name, progressed)
 			p.setActivity(routingv1alpha1.ReasonShardBaking, fmt.Sprintf("shard %s is fully on revision %s and bakes until %s", shard.Name, p.update, p.now.Add(bake).UTC().Format(time.RFC3339)))
 			p.requeueAt(p.now.Add(bake))
+			return
+		}
+		if ss.Step != routingv1alpha1.ShardStepProgressing && i > 0 && p.update != p.status.StableRevision && !p.shardCheckPassed(shard.Name) {
+			// spec.schema.check.beforeEachShard: the database is asked again first.
 			return
 		}
 		if ss.Step != routingv1alpha1.ShardStepProgressing {

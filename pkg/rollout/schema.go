@@ -315,8 +315,7 @@ func (p *planner) startMigration(attempt int32, note string, started func(name s
 	// A check Job that still runs is waited for too: what it read before the migration would be
 	// its report, about a database the migration has changed since. Its deadline bounds the wait.
 	for _, j := range p.observed.Jobs {
-		if metav1.IsControlledBy(j, p.rsvc) && (j.Labels[LabelComponent] == ComponentMigration || j.Labels[LabelComponent] == ComponentCheck) && !stopped(j) &&
-			jobCondition(j, batchv1.JobComplete) == nil && jobCondition(j, batchv1.JobFailed) == nil {
+		if metav1.IsControlledBy(j, p.rsvc) && (j.Labels[LabelComponent] == ComponentMigration || j.Labels[LabelComponent] == ComponentCheck) && !stopped(j) {
 			p.schemaCondition(metav1.ConditionFalse, routingv1alpha1.ReasonWaitingForMigration, fmt.Sprintf(
 				"schema %s is required; %s Job %s still has pods, and a migration never runs beside another migration or a check: attempt %d starts when they are gone", required, j.Labels[LabelComponent], j.Name, attempt))
 			p.retryWaiting = true

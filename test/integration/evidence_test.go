@@ -268,3 +268,27 @@ func TestStoryS23EvidenceDeletedMidRollout(t *testing.T) {
 		t.Fatalf("status.schema = %+v", st)
 	}
 }
+
+// check.beforeEachShard: eu-west and ap-south each start only after a check Job of their own
+// confirmed schema 2. (A database that goes behind mid-rollout is TestCheckBeforeEachShardFinds…
+// in pkg/rollout: here the fake routers' readiness follows the fake database, so us-east would
+// go unavailable too.)
+func TestStoryCheckBeforeEachShard(t *testing.T) {
+	t.Parallel()
+	ns := steadyV1(t)
+	withCheck(t, ns)
+	kit.Update(t, ns, func(r *routingv1alpha1.RoutingService) {
+		r.Spec.Schema.Check.BeforeEachShard = true
+		story.ToV2("app:v2", "migrate:ok")(r)
+	})
+	kit.WaitReady(t, ns, 60*time.Second)
+	if n := len(checkJobs(t, ns)); n != 2 {
+		t.Fatalf("%d check Jobs, want 2 (before eu-west and before ap-south)", n)
+	}
+
+	for _, j := range checkJobs(t, ns) {
+		if shard := j.Annotations["schemagate.io/before-shard"]; !strings.HasPrefix(shard, "eu-west/") && !strings.HasPrefix(shard, "ap-south/") {
+			t.Fatalf("check Job %s is for %q", j.Name, shard)
+		}
+	}
+}
