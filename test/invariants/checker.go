@@ -78,8 +78,9 @@ type pendingCheck struct {
 	rs   *appsv1.ReplicaSet
 }
 
-// settleDelay is how long an I1 check waits for the Job watch to deliver anything older than the
-// ReplicaSet event (informers of different kinds lag each other, more so on a loaded machine).
+// settleDelay is how long an I1 check waits before it is first looked at; one that is not
+// confirmed then is looked at again until the end (informers of different kinds lag each other,
+// more so on a loaded machine or after an outage).
 const settleDelay = 5 * time.Second
 
 // ExemptI2 stops checking I2 in namespace ns, for a scenario whose new pods crash by design, so
@@ -324,6 +325,14 @@ func (k *Checker) settle(final bool) {
 				ok = true
 				break
 			}
+		}
+		if !ok && !final {
+			// Not confirmed yet as far as this checker has seen: its Job or Pod informer may lag
+			// (a relist after a kube-apiserver outage can take tens of seconds). Confirmations
+			// are compared by resourceVersion, so waiting changes no verdict: it is decided at
+			// the end, when every event has been delivered.
+			keep = append(keep, p)
+			continue
 		}
 		if !ok {
 			k.violations = append(k.violations, fmt.Sprintf("I1: ReplicaSet %s/%s asked for %d replicas at resourceVersion %d, before schema %s was confirmed",
