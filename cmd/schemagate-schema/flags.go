@@ -121,7 +121,10 @@ func parseArgs(command string, args []string, getenv func(string) string) (confi
 	cfg.redact = newRedactor(url, getenv("PGPASSWORD"))
 	cc, err := pgx.ParseConfig(url)
 	if err != nil {
-		return cfg, fmt.Errorf("the database URL in %s cannot be used: %w", v.urlEnv, err)
+		// pgx's parse errors quote pieces of the string ("invalid percent-encoded token:
+		// \"Hunter2%\""), which can be part of a password the redactor cannot know the bounds
+		// of: none of it is printed.
+		return cfg, fmt.Errorf("the database URL in %s cannot be used: it does not parse (the parser's message is not shown, as it may quote part of the password); in a URL, escape the password's reserved characters (%% / @ : ? # and space) as %%XX, or use the key/value form with host, user, password and dbname keys", v.urlEnv)
 	}
 	// pgx may also have found a password in $PGPASSFILE or ~/.pgpass.
 	cfg.redact = newRedactor(url, getenv("PGPASSWORD"), cc.Password)

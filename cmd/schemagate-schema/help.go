@@ -58,7 +58,7 @@ Exit codes:
   3   report written; the database is dirty: a person must repair it. A check Job retries per
       its backoffLimit, then fails.
   run: a non-zero exit code of COMMAND is returned as is (128+N when signal N killed it, 127
-  when it was not found), whatever the report. When COMMAND succeeded but no report could be
+  when it was not found, 126 when it could not be executed), whatever the report. When COMMAND succeeded but no report could be
   produced, 2: a missing report must not look like success.
 
 Example Job containers (the URL from a Secret):

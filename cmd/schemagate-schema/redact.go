@@ -91,11 +91,19 @@ func unquoteKeyValue(v string) string {
 	return b.String()
 }
 
-// Redact returns s without the password. A short password is replaced wherever it occurs, even
-// inside other words: a garbled message is better than a leaked secret.
+// minSubstring is the shortest password replaced wherever it occurs in a message, even inside
+// other words (a garbled message is better than a leaked secret). A shorter one ("a", "pw")
+// would turn every message into noise and, by the pattern of what was replaced, give itself
+// away; it is still removed wherever it stands as a password (password=…, a URL's user
+// information), and pgx's messages never quote a password otherwise.
+const minSubstring = 4
+
+// Redact returns s without the password.
 func (r *redactor) Redact(s string) string {
 	for _, p := range r.secrets {
-		s = strings.ReplaceAll(s, p, redacted)
+		if len(p) >= minSubstring {
+			s = strings.ReplaceAll(s, p, redacted)
+		}
 	}
 	s = keyValuePassword.ReplaceAllString(s, "${1}"+redacted)
 	return urlUserinfo.ReplaceAllString(s, "${1}"+redacted+"@")
