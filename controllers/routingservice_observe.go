@@ -48,11 +48,11 @@ func (r *RoutingServiceReconciler) observe(ctx context.Context, rsvc *routingv1a
 	return o, nil
 }
 
-// schemaPods selects the pods of a RoutingService's migration and check Jobs (not its routing
-// pods, which can be many).
+// schemaPods selects the pods of a RoutingService's migration, check and shard-check Jobs (not
+// its routing pods, which can be many).
 func schemaPods(name string) labels.Selector {
 	sel := labels.SelectorFromSet(labels.Set{rollout.LabelName: name, rollout.LabelManagedBy: rollout.ManagedByValue})
-	req, err := labels.NewRequirement(rollout.LabelComponent, selection.In, []string{rollout.ComponentMigration, rollout.ComponentCheck})
+	req, err := labels.NewRequirement(rollout.LabelComponent, selection.In, []string{rollout.ComponentMigration, rollout.ComponentCheck, rollout.ComponentShardCheck})
 	if err != nil {
 		// The values are constants that are valid label values; this cannot fail.
 		panic(err)

@@ -34,6 +34,11 @@ const (
 	// DefaultMigrationActiveDeadlineSeconds is spec.schema.migration.activeDeadlineSeconds's
 	// default, in seconds.
 	DefaultMigrationActiveDeadlineSeconds int64 = 600
+	// DefaultJobCheckBackoffLimit is spec.strategy.checks[].job.backoffLimit's default, in retries.
+	DefaultJobCheckBackoffLimit int32 = 0
+	// DefaultJobCheckActiveDeadlineSeconds is spec.strategy.checks[].job.activeDeadlineSeconds's
+	// default, in seconds.
+	DefaultJobCheckActiveDeadlineSeconds int64 = 300
 	// DefaultSchemaEvidence is spec.schema.evidence's default.
 	DefaultSchemaEvidence = SchemaEvidenceReport
 	// DefaultCheckBackoffLimit is spec.schema.check.backoffLimit's default, in retries.
@@ -121,4 +126,15 @@ func (c *SchemaCheckSpec) BackoffLimitOrDefault() int32 {
 // DefaultCheckActiveDeadlineSeconds (120) when it is not set.
 func (c *SchemaCheckSpec) ActiveDeadlineSecondsOrDefault() int64 {
 	return ptr.Deref(c.ActiveDeadlineSeconds, DefaultCheckActiveDeadlineSeconds)
+}
+
+// BackoffLimitOrDefault returns backoffLimit, or DefaultJobCheckBackoffLimit (0) when it is not set.
+func (c *JobCheck) BackoffLimitOrDefault() int32 {
+	return ptr.Deref(c.BackoffLimit, DefaultJobCheckBackoffLimit)
+}
+
+// ActiveDeadlineSecondsOrDefault returns activeDeadlineSeconds, or
+// DefaultJobCheckActiveDeadlineSeconds (300) when it is not set.
+func (c *JobCheck) ActiveDeadlineSecondsOrDefault() int64 {
+	return ptr.Deref(c.ActiveDeadlineSeconds, DefaultJobCheckActiveDeadlineSeconds)
 }

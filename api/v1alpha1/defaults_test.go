@@ -52,6 +52,10 @@ func specDefaults(t *testing.T) map[string]any {
 		if d, ok := schema["default"]; ok && path != "" {
 			out[path] = d
 		}
+		if items, ok := schema["items"].(map[string]any); ok {
+			// A list's items: their fields' paths leave the index out ("strategy.checks.job").
+			walk(path, items)
+		}
 		props, _ := schema["properties"].(map[string]any)
 		for name, sub := range props {
 			if name == "template" {
@@ -87,19 +91,21 @@ func jsonValue(t *testing.T, v any) any {
 // CRD lacks a Go constant.
 func TestCRDDefaultsMatchGoConstants(t *testing.T) {
 	want := map[string]any{
-		"strategy":                               map[string]any{},
-		"strategy.maxSurge":                      intstr.FromString(DefaultMaxSurge),
-		"strategy.maxUnavailable":                intstr.FromInt32(DefaultMaxUnavailable),
-		"strategy.minReadySeconds":               DefaultMinReadySeconds,
-		"strategy.bakeSeconds":                   DefaultBakeSeconds,
-		"strategy.progressDeadlineSeconds":       DefaultProgressDeadlineSeconds,
-		"strategy.failurePolicy":                 DefaultFailurePolicy,
-		"strategy.revisionHistoryLimit":          DefaultRevisionHistoryLimit,
-		"schema.migration.backoffLimit":          DefaultMigrationBackoffLimit,
-		"schema.migration.activeDeadlineSeconds": DefaultMigrationActiveDeadlineSeconds,
-		"schema.evidence":                        DefaultSchemaEvidence,
-		"schema.check.backoffLimit":              DefaultCheckBackoffLimit,
-		"schema.check.activeDeadlineSeconds":     DefaultCheckActiveDeadlineSeconds,
+		"strategy":                                  map[string]any{},
+		"strategy.maxSurge":                         intstr.FromString(DefaultMaxSurge),
+		"strategy.maxUnavailable":                   intstr.FromInt32(DefaultMaxUnavailable),
+		"strategy.minReadySeconds":                  DefaultMinReadySeconds,
+		"strategy.bakeSeconds":                      DefaultBakeSeconds,
+		"strategy.progressDeadlineSeconds":          DefaultProgressDeadlineSeconds,
+		"strategy.failurePolicy":                    DefaultFailurePolicy,
+		"strategy.revisionHistoryLimit":             DefaultRevisionHistoryLimit,
+		"schema.migration.backoffLimit":             DefaultMigrationBackoffLimit,
+		"schema.migration.activeDeadlineSeconds":    DefaultMigrationActiveDeadlineSeconds,
+		"schema.evidence":                           DefaultSchemaEvidence,
+		"strategy.checks.job.backoffLimit":          DefaultJobCheckBackoffLimit,
+		"strategy.checks.job.activeDeadlineSeconds": DefaultJobCheckActiveDeadlineSeconds,
+		"schema.check.backoffLimit":                 DefaultCheckBackoffLimit,
+		"schema.check.activeDeadlineSeconds":        DefaultCheckActiveDeadlineSeconds,
 	}
 	got := specDefaults(t)
 	var paths []string

@@ -39,3 +39,10 @@ const (
 	// (S-23).
 	ReasonSchemaEvidenceLost = "SchemaEvidenceLost"
 )
+
+// Condition and Event reasons of shard checks (issue 11).
+const (
+	// ReasonShardCheckFailed: a check of spec.strategy.checks failed in a shard: the rollout
+	// failed at once and failurePolicy applies (a dryRun check only reports it, as an Event).
+	ReasonShardCheckFailed = "ShardCheckFailed"
+)

@@ -267,6 +267,92 @@ type RolloutStrategy struct {
 	// +kubebuilder:validation:Minimum=0
 	// +kubebuilder:validation:Maximum=100
 	RevisionHistoryLimit *int32 `json:"revisionHistoryLimit,omitempty"`
+
+	// checks judge each shard by what the service does, not only by pod readiness (issue 11): they
+	// run during each shard's bake, and the shard is promoted only once every check passed and
+	// bakeSeconds have passed. A check that fails fails the shard at once, without waiting for the
+	// progress deadline, and failurePolicy applies; a dryRun check is reported and never fails
+	// the shard. At most 5 (a bound the API server's CEL cost budget needs), names unique.
+	// +optional
+	// +listType=map
+	// +listMapKey=name
+	// +kubebuilder:validation:MaxItems=5
+	Checks []ShardCheck `json:"checks,omitempty"`
+}
+
+// ShardCheck is one check of a shard, run once per shard and revision during the shard's bake.
+type ShardCheck struct {
+	// name identifies the check: a DNS label of at most 20 characters, unique in checks.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=20
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
+	Name string `json:"name"`
+
+	// dryRun evaluates the check and reports its result (status, Events) but never fails the
+	// shard: how a team adopts a check before trusting it. Default false.
+	// +optional
+	DryRun bool `json:"dryRun,omitempty"`
+
+	// job is a Job run in the shard's namespace for each shard and revision: it passes when the
+	// Job succeeds and fails when it fails or runs past its deadline. Its containers receive
+	// SCHEMAGATE_SHARD, SCHEMAGATE_REVISION, SCHEMAGATE_SCHEMA_VERSION and SCHEMAGATE_CHECK.
+	// +required
+	Job JobCheck `json:"job"`
+}
+
+// JobCheck is a check run as a Job.
+type JobCheck struct {
+	// template is the check Job's pod template. restartPolicy must be Never or OnFailure.
+	// +required
+	// +kubebuilder:validation:XValidation:rule="has(self.spec.restartPolicy) && self.spec.restartPolicy in ['Never', 'OnFailure']",message="spec.strategy.checks[].job.template.spec.restartPolicy must be Never or OnFailure",fieldPath=".spec.restartPolicy"
+	// +kubebuilder:validation:XValidation:rule="size(self.spec.containers) > 0 && self.spec.containers.all(c, has(c.image) && c.image != '')",message="spec.strategy.checks[].job.template.spec.containers[].image must not be empty",fieldPath=".spec.containers"
+	Template corev1.PodTemplateSpec `json:"template"`
+
+	// backoffLimit is the number of retries of the check pod before the check fails. Default 0.
+	// +optional
+	// +kubebuilder:default=0
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=10
+	BackoffLimit *int32 `json:"backoffLimit,omitempty"`
+
+	// activeDeadlineSeconds bounds the check, in seconds from its Job's creation; past it (plus
+	// 10 s) the check has failed. Default 300 s.
+	// +optional
+	// +kubebuilder:default=300
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=86400
+	ActiveDeadlineSeconds *int64 `json:"activeDeadlineSeconds,omitempty"`
+}
+
+// CheckPhase is where a shard check is.
+type CheckPhase string
+
+const (
+	// CheckPhaseRunning: the check's Job runs.
+	CheckPhaseRunning CheckPhase = "Running"
+	// CheckPhasePassed: the check's Job succeeded.
+	CheckPhasePassed CheckPhase = "Passed"
+	// CheckPhaseFailed: the check's Job failed or ran past its deadline.
+	CheckPhaseFailed CheckPhase = "Failed"
+)
+
+// ShardCheckStatus reports one check of a shard for status.shards[].stepRevision. It is computed
+// from the check's Job on every reconcile, never trusted from the stored status.
+type ShardCheckStatus struct {
+	// name is the check's name.
+	Name string `json:"name"`
+	// phase is Running, Passed or Failed.
+	Phase CheckPhase `json:"phase"`
+	// job is the check's Job.
+	// +optional
+	Job string `json:"job,omitempty"`
+	// dryRun: the result is reported and never fails the shard.
+	// +optional
+	DryRun bool `json:"dryRun,omitempty"`
+	// message says what the Job reported, for humans.
+	// +optional
+	Message string `json:"message,omitempty"`
 }
 
 // SchemaStatus reports the schema gate.
@@ -367,6 +453,11 @@ type ShardStatus struct {
 	// under load) still fails in bounded time (I3, scenario R-3).
 	// +optional
 	ProgressStartTime *metav1.Time `json:"progressStartTime,omitempty"`
+	// checks report spec.strategy.checks for this shard and stepRevision, once its bake began.
+	// +optional
+	// +listType=map
+	// +listMapKey=name
+	Checks []ShardCheckStatus `json:"checks,omitempty"`
 }
 
 // Condition types of a RoutingService. Ready, Reconciling and Stalled follow the kstatus

@@ -35,6 +35,7 @@ const (
 	EventPromoteIgnored      = "PromoteIgnored"                               // a promote with no shard baking
 	EventSchemaEvidenceLost  = routingv1alpha1.ReasonSchemaEvidenceLost       // the Job that confirmed the schema is gone
 	EventCheckStarted        = "SchemaCheckStarted"                           // a check Job asks the database for its version
+	EventShardCheckPassed    = "ShardCheckPassed"                             // a check of spec.strategy.checks passed in a shard
 )
 
 // Phases measured by Event.Duration (the manager exports them as

@@ -243,12 +243,13 @@ type fuzzCluster struct {
 	ShardReplicas  [3]uint8
 	// Shards are the ReplicaSets labelled for shards us-east, eu-west, ap-south, mars (not in the
 	// spec) and "".
-	Shards   [5][]fuzzRS
-	Jobs     []fuzzJob
-	Pods     []fuzzPod
-	Conflict uint8 // none, the migration Job's name (attempt 1, 2), us-east's or eu-west's ReplicaSet
-	Evidence uint8 // spec.schema.evidence: "", Report, JobSuccess
-	Check    uint8 // spec.schema.check: none, set, set with afterMigration, set with beforeEachShard
+	Shards      [5][]fuzzRS
+	Jobs        []fuzzJob
+	Pods        []fuzzPod
+	Conflict    uint8 // none, the migration Job's name (attempt 1, 2), us-east's or eu-west's ReplicaSet
+	Evidence    uint8 // spec.schema.evidence: "", Report, JobSuccess
+	Check       uint8 // spec.schema.check: none, set, set with afterMigration, set with beforeEachShard
+	ShardChecks uint8 // spec.strategy.checks: none, "smoke", "smoke" in dryRun
 }
 
 type fuzzRS struct {
@@ -272,7 +273,7 @@ type fuzzJob struct {
 	Version      uint8 // schema-version label: fuzzJobVersions
 	Attempt      uint8 // attempt label: fuzzAttempts
 	Name         uint8 // MigrationJobName(labels), with the canonical version, with attempt+1, forged
-	Component    uint8 // migration, routing, none, check (named CheckJobName)
+	Component    uint8 // migration, routing, none, check (named CheckJobName), shard check of us-east
 	Condition    uint8 // none, Complete, Failed, Complete=False, Complete+Failed, Failed+Complete=False, SuccessCriteriaMet
 	Active       uint8 // 0-2
 	Terminating  uint8 // nil, 0, 1
@@ -414,6 +415,10 @@ func fuzzObserved(statusIn, clusterIn []byte, clock int64) Observed {
 	rsvc.Spec.Schema.Version = pick(c.Version, fuzzVersions)
 	rsvc.Spec.Schema.Migration.Template.Spec.Containers[0].Image = pick(c.MigrationImage, []string{"migrate:ok", "migrate:fixed"})
 	rsvc.Generation = 1 + int64(c.Generation%4)
+	if c.ShardChecks%3 > 0 {
+		rsvc.Spec.Strategy.Checks = []routingv1alpha1.ShardCheck{{Name: "smoke", DryRun: c.ShardChecks%3 == 2, Job: routingv1alpha1.JobCheck{
+			Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{RestartPolicy: corev1.RestartPolicyNever, Containers: []corev1.Container{{Name: "verify", Image: "verify:ok"}}}}}}}
+	}
 	rsvc.Spec.Schema.Evidence = pick(c.Evidence, []routingv1alpha1.SchemaEvidence{"", routingv1alpha1.SchemaEvidenceReport, routingv1alpha1.SchemaEvidenceJobSuccess})
 	if c.Check%4 > 0 {
 		rsvc.Spec.Schema.Check = &routingv1alpha1.SchemaCheckSpec{AfterMigration: c.Check%4 == 2, BeforeEachShard: c.Check%4 == 3,
@@ -551,7 +556,13 @@ func fuzzMigrationJob(rsvc, other *routingv1alpha1.RoutingService, f fuzzJob, i 
 	case 3:
 		j.Name = fmt.Sprintf("%s-schema-forged-%d", rsvc.Name, i)
 	}
-	switch f.Component % 4 {
+	switch f.Component % 5 {
+	case 4:
+		// A shard check of us-east ("smoke") for the update revision.
+		update := Revision(&rsvc.Spec)
+		j.Labels = map[string]string{LabelManagedBy: ManagedByValue, LabelComponent: ComponentShardCheck, LabelName: rsvc.Name,
+			LabelShard: "us-east", LabelCheck: "smoke", LabelRevision: update}
+		j.Name = ShardCheckJobName(rsvc.Name, "us-east", "smoke", update)
 	case 1:
 		j.Labels[LabelComponent] = ComponentRouting
 	case 2:

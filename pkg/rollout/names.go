@@ -18,7 +18,11 @@ const (
 	ComponentRouting   = "routing"
 	ComponentMigration = "migration"
 	// ComponentCheck labels check Jobs and their pods (spec.schema.check).
-	ComponentCheck     = "check"
+	ComponentCheck = "check"
+	// ComponentShardCheck labels the Jobs of spec.strategy.checks and their pods.
+	ComponentShardCheck = "shard-check"
+	// LabelCheck is the name of the shard check a Job runs.
+	LabelCheck         = "schemagate.io/check"
 	LabelName          = "schemagate.io/name"
 	LabelShard         = "schemagate.io/shard"
 	LabelRevision      = "schemagate.io/revision"
@@ -46,6 +50,13 @@ func MigrationJobName(rsvcName, version string, attempt int32) string {
 // mid-check finds its check Job instead of starting a second one.
 func CheckJobName(rsvcName, version string, n int32) string {
 	return fmt.Sprintf("%s-check-%s-%d", rsvcName, shortHash(version)[:8], n)
+}
+
+// ShardCheckJobName is <routingservice>-verify-<hash of shard, check and revision>, at most 57
+// characters: one Job per shard, check and revision, deterministic so that a restarted manager
+// finds the Job instead of starting a second one.
+func ShardCheckJobName(rsvcName, shard, check, revision string) string {
+	return fmt.Sprintf("%s-verify-%s", rsvcName, shortHash([]string{shard, check, revision}))
 }
 
 func shortHash(v any) string {

@@ -86,6 +86,42 @@ func NewCheckJob(rsvc *routingv1alpha1.RoutingService, version string, n int32) 
 		c.Template, c.BackoffLimitOrDefault(), c.ActiveDeadlineSecondsOrDefault())
 }
 
+// NewShardCheckJob builds the Job of check for shard and revision: its pod template with
+// schemagate's labels (component "shard-check", the shard, the revision, the check),
+// SCHEMAGATE_SHARD, SCHEMAGATE_REVISION, SCHEMAGATE_SCHEMA_VERSION and SCHEMAGATE_CHECK in every
+// container, the check's backoffLimit and activeDeadlineSeconds, and a controller reference to
+// rsvc.
+func NewShardCheckJob(rsvc *routingv1alpha1.RoutingService, shard string, check routingv1alpha1.ShardCheck, revision string) *batchv1.Job {
+	labels := map[string]string{
+		LabelManagedBy: ManagedByValue,
+		LabelComponent: ComponentShardCheck,
+		LabelName:      rsvc.Name,
+		LabelShard:     shard,
+		LabelRevision:  revision,
+		LabelCheck:     check.Name,
+	}
+	tmpl := *check.Job.Template.DeepCopy()
+	tmpl.Labels = mergeLabels(tmpl.Labels, labels)
+	env := []corev1.EnvVar{{Name: "SCHEMAGATE_SHARD", Value: shard}, {Name: "SCHEMAGATE_REVISION", Value: revision},
+		{Name: EnvSchemaVersion, Value: rsvc.Spec.Schema.Version}, {Name: "SCHEMAGATE_CHECK", Value: check.Name}}
+	for i := range tmpl.Spec.Containers {
+		tmpl.Spec.Containers[i].Env = append(tmpl.Spec.Containers[i].Env, env...)
+	}
+	return &batchv1.Job{
+		ObjectMeta: metav1.ObjectMeta{
+			Name:            ShardCheckJobName(rsvc.Name, shard, check.Name, revision),
+			Namespace:       rsvc.Namespace,
+			Labels:          maps.Clone(labels),
+			OwnerReferences: []metav1.OwnerReference{controllerRef(rsvc)},
+		},
+		Spec: batchv1.JobSpec{
+			BackoffLimit:          ptr.To(check.Job.BackoffLimitOrDefault()),
+			ActiveDeadlineSeconds: ptr.To(check.Job.ActiveDeadlineSecondsOrDefault()),
+			Template:              tmpl,
+		},
+	}
+}
+
 // newSchemaJob builds a migration or check Job: template with schemagate's labels (the component,
 // the version and the attempt n) and SCHEMAGATE_SCHEMA_VERSION in every container.
 func newSchemaJob(rsvc *routingv1alpha1.RoutingService, component, name, version string, n int32,

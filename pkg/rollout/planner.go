@@ -193,6 +193,7 @@ func newPlanner(o Observed) *planner {
 		ss := p.shardStatus(shard.Name)
 		if ss.StepRevision != p.update {
 			ss.StepRevision, ss.Step, ss.StepStartTime, ss.ProgressStartTime = p.update, routingv1alpha1.ShardStepPending, nil, nil
+			ss.Checks = nil
 		}
 		// A Promoted step is believed only with evidence in the cluster: the shard is complete on
 		// the update revision now, or its ReplicaSet has served it. Otherwise one edit of status

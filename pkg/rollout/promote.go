@@ -62,11 +62,22 @@ func (p *planner) promote() {
 				p.event(true, EventShardRegressed, "shard %s stopped being fully available while baking revision %s", shard.Name, p.update)
 				break
 			}
+			running, failed := p.bakeChecks(shard.Name, ss)
+			if failed != "" {
+				// A failed check fails the shard at once (issue 11).
+				p.failWith(ss, routingv1alpha1.ReasonShardCheckFailed, failed)
+				return
+			}
 			end := ss.StepStartTime.Add(bake)
-			if p.promoteToken != "" && p.now.Before(end) {
-				p.event(false, EventBakeSkipped, "promote %q: shard %s's bake ends now, %s early", p.promoteToken, shard.Name, end.Sub(p.now))
+			if p.promoteToken != "" && (p.now.Before(end) || running > 0) {
+				// A person decided: the bake, and the checks still running, end now.
+				p.event(false, EventBakeSkipped, "promote %q: shard %s's bake ends now, %s early, with %d checks still running", p.promoteToken, shard.Name, max(0, end.Sub(p.now)), running)
 				p.promoteToken = ""
-				end = p.now
+				end, running = p.now, 0
+			}
+			if !p.now.Before(end) && running > 0 {
+				p.setActivity(routingv1alpha1.ReasonShardBaking, fmt.Sprintf("shard %s is fully on revision %s and baked; %d of its checks still run", shard.Name, p.update, running))
+				return
 			}
 			if !p.now.Before(end) {
 				baked := p.since(ss.StepStartTime)
@@ -94,7 +105,7 @@ func (p *planner) promote() {
 				p.promoteToken = ""
 				bake = 0
 			}
-			if p.update == p.status.StableRevision || bake == 0 {
+			if p.update == p.status.StableRevision || (bake == 0 && len(strategy.Checks) == 0) {
 				p.stepTo(ss, routingv1alpha1.ShardStepPromoted)
 				p.promotedNow = true
 				p.event(false, EventShardPromoted, "shard %s promoted to revision %s", shard.Name, p.update)
@@ -104,6 +115,7 @@ func (p *planner) promote() {
 			p.stepTo(ss, routingv1alpha1.ShardStepBaking)
 			p.event(false, EventShardBaking, "shard %s is fully on revision %s; baking for %ds", shard.Name, p.update, strategy.BakeSecondsOrDefault())
 			p.measure(PhaseShardProgress, shard.Name, progressed)
+			p.bakeChecks(shard.Name, ss) // the checks start with the bake
 			p.setActivity(routingv1alpha1.ReasonShardBaking, fmt.Sprintf("shard %s is fully on revision %s and bakes until %s", shard.Name, p.update, p.now.Add(bake).UTC().Format(time.RFC3339)))
 			p.requeueAt(p.now.Add(bake))
 			return
@@ -141,17 +153,19 @@ func (p *planner) stepTo(ss *routingv1alpha1.ShardStatus, step routingv1alpha1.S
 	ss.StepStartTime = &metav1.Time{Time: p.now}
 }
 
-// fail marks the update revision failed at shard and applies the failure policy at once.
+// fail marks the update revision failed at shard for missing its progress deadline.
 func (p *planner) fail(ss *routingv1alpha1.ShardStatus) {
+	p.failWith(ss, routingv1alpha1.ReasonProgressDeadlineExceeded, fmt.Sprintf("shard %s did not become fully available on revision %s within progressDeadlineSeconds (%ds)",
+		ss.Name, p.update, p.rsvc.Spec.Strategy.ProgressDeadlineSecondsOrDefault()))
+}
+
+// failWith marks the update revision failed at shard with reason and message, and applies the
+// failure policy at once.
+func (p *planner) failWith(ss *routingv1alpha1.ShardStatus, reason, message string) {
 	p.stepTo(ss, routingv1alpha1.ShardStepFailed)
-	p.status.Failure = &routingv1alpha1.RolloutFailure{
-		Revision: p.update,
-		Reason:   routingv1alpha1.ReasonProgressDeadlineExceeded,
-		Shard:    ss.Name,
-		Time:     metav1.Time{Time: p.now},
-		Message: fmt.Sprintf("shard %s did not become fully available on revision %s within progressDeadlineSeconds (%ds)",
-			ss.Name, p.update, p.rsvc.Spec.Strategy.ProgressDeadlineSecondsOrDefault()),
+	p.status.Failure = &routingv1alpha1.RolloutFailure{Revision: p.update, Reason: reason, Shard: ss.Name, Time: metav1.Time{Time: p.now}, Message: message}
+	if reason == routingv1alpha1.ReasonProgressDeadlineExceeded {
+		p.event(true, EventProgressDeadline, "%s; failurePolicy %s applies", message, p.rsvc.Spec.Strategy.FailurePolicyOrDefault())
 	}
-	p.event(true, EventProgressDeadline, "%s; failurePolicy %s applies", p.status.Failure.Message, p.rsvc.Spec.Strategy.FailurePolicyOrDefault())
 	p.handleFailure()
 }

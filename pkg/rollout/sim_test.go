@@ -166,6 +166,22 @@ func (w *world) tick() {
 		}
 		image := j.Spec.Template.Spec.Containers[0].Image
 		j.Status.Active = 1
+		if j.Labels[LabelComponent] == ComponentShardCheck {
+			// A shard check: "hang" never ends, "fail" fails ("fail-in-<shard>": only there).
+			switch {
+			case strings.Contains(image, "hang"):
+			case strings.Contains(image, "fail-in-") && !strings.Contains(image, "fail-in-"+j.Labels[LabelShard]):
+				j.Status.Active, j.Status.Succeeded = 0, 1
+				j.Status.Conditions = completeConditions()
+			case strings.Contains(image, "fail"):
+				j.Status.Active = 0
+				j.Status.Conditions = []batchv1.JobCondition{{Type: batchv1.JobFailed, Status: corev1.ConditionTrue, Reason: "BackoffLimitExceeded", Message: "Job has reached the specified backoff limit"}}
+			default:
+				j.Status.Active, j.Status.Succeeded = 0, 1
+				j.Status.Conditions = completeConditions()
+			}
+			continue
+		}
 		failed := false
 		message := ""
 		switch {

@@ -292,3 +292,40 @@ func TestStoryCheckBeforeEachShard(t *testing.T) {
 		}
 	}
 }
+
+// Issue 11, the job provider: a check that fails in us-east during its bake fails the shard at
+// once (the bake is 300 s and the progress deadline 6 s do not matter), rolls us-east back,
+// names the check, and eu-west and ap-south never run v2; a dryRun check that fails is only
+// reported.
+func TestStoryShardCheckFailsTheShardAtOnce(t *testing.T) {
+	t.Parallel()
+	ns := steadyV1(t)
+	check := func(name, image string, dryRun bool) routingv1alpha1.ShardCheck {
+		return routingv1alpha1.ShardCheck{Name: name, DryRun: dryRun, Job: routingv1alpha1.JobCheck{Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{
+			RestartPolicy: corev1.RestartPolicyNever, Containers: []corev1.Container{{Name: "verify", Image: image}}}}}}
+	}
+	began := time.Now()
+	kit.Update(t, ns, func(r *routingv1alpha1.RoutingService) {
+		r.Spec.Template.Spec.Containers[0].Image = "app:v2"
+		r.Spec.Strategy.BakeSeconds = ptr.To(int32(300))
+		r.Spec.Strategy.Checks = []routingv1alpha1.ShardCheck{check("404-ratio", "verify:fail-in-us-east", false), check("latency", "verify:fail", true)}
+	})
+	story.Eventually(t, 30*time.Second, "Stalled ShardCheckFailed", hasStall(t, ns, routingv1alpha1.ReasonShardCheckFailed, "check 404-ratio failed in shard us-east"))
+	story.Eventually(t, 20*time.Second, "us-east back on v1", kit.ServingIs(t, ns, story.AllV1))
+	if d := time.Since(began); d > 40*time.Second {
+		t.Fatalf("the failed check took %s", d)
+	}
+	st := kit.Get(t, ns).Status.Shards[0]
+	phases := map[string]routingv1alpha1.CheckPhase{}
+	for _, c := range st.Checks {
+		phases[c.Name] = c.Phase
+	}
+	if phases["404-ratio"] != routingv1alpha1.CheckPhaseFailed || phases["latency"] != routingv1alpha1.CheckPhaseFailed {
+		t.Fatalf("us-east checks %+v", st.Checks)
+	}
+	for _, j := range kit.Jobs(t, ns) {
+		if j.Labels[rollout.LabelComponent] == rollout.ComponentShardCheck && j.Labels[rollout.LabelShard] != "us-east" {
+			t.Fatalf("shard %s was checked: %s", j.Labels[rollout.LabelShard], j.Name)
+		}
+	}
+}

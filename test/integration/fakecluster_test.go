@@ -143,7 +143,13 @@ func (f *fakeCluster) syncJobs(ctx context.Context) {
 		if time.Since(j.CreationTimestamp.Time) < 300*time.Millisecond {
 			continue
 		}
-		_ = f.finish(ctx, j, !strings.Contains(j.Spec.Template.Spec.Containers[0].Image, "dirty"))
+		image := j.Spec.Template.Spec.Containers[0].Image
+		success := !strings.Contains(image, "dirty")
+		if j.Labels[rollout.LabelComponent] == rollout.ComponentShardCheck {
+			// A shard check fails if its image says "fail", or "fail-in-<shard>" for its shard.
+			success = !strings.Contains(image, "fail") || (strings.Contains(image, "fail-in-") && !strings.Contains(image, "fail-in-"+j.Labels[rollout.LabelShard]))
+		}
+		_ = f.finish(ctx, j, success)
 	}
 }
 
@@ -170,7 +176,7 @@ func (f *fakeCluster) finish(ctx context.Context, j *batchv1.Job, success bool) 
 	image := j.Spec.Template.Spec.Containers[0].Image
 	check := j.Labels[rollout.LabelComponent] == rollout.ComponentCheck
 	switch {
-	case check, strings.Contains(image, "noop"), strings.Contains(image, "silent"), strings.Contains(image, "garbage"), strings.Contains(image, "huge"):
+	case check, j.Labels[rollout.LabelComponent] == rollout.ComponentShardCheck, strings.Contains(image, "noop"), strings.Contains(image, "silent"), strings.Contains(image, "garbage"), strings.Contains(image, "huge"):
 	case strings.Contains(image, "dirty"):
 		f.mu.Lock()
 		f.dirty[j.Namespace] = true

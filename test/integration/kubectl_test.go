@@ -86,6 +86,8 @@ func TestStoryS14InvalidSpecThenFix(t *testing.T) {
 			"restartPolicy": "Always", "containers": []any{map[string]any{"name": "check", "image": "schemagate-schema:dev"}}}}}, "spec.schema.check.template.spec.restartPolicy"},
 		{"check without an image", false, []string{"spec", "schema", "check"}, map[string]any{"template": map[string]any{"spec": map[string]any{
 			"restartPolicy": "Never", "containers": []any{map[string]any{"name": "check"}}}}}, "spec.schema.check.template.spec.containers"},
+		{"shard check restartPolicy Always", false, []string{"spec", "strategy", "checks"}, []any{map[string]any{"name": "smoke", "job": map[string]any{"template": map[string]any{"spec": map[string]any{
+			"restartPolicy": "Always", "containers": []any{map[string]any{"name": "verify", "image": "verify:ok"}}}}}}}, "spec.strategy.checks[0].job.template.spec.restartPolicy"},
 		{"maxSurge and maxUnavailable both 0", false, []string{"spec", "strategy"}, map[string]any{"maxSurge": int64(0), "maxUnavailable": "0%"}, "spec.strategy"},
 		{"name too long for ReplicaSet and Job names", false, []string{"metadata", "name"}, strings.Repeat("a", 41), "metadata.name"},
 	}

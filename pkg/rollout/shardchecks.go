@@ -1,0 +1,88 @@
+package rollout
+
+import (
+	"fmt"
+	"time"
+
+	batchv1 "k8s.io/api/batch/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	routingv1alpha1 "github.com/schemagate/schemagate/api/v1alpha1"
+)
+
+// shardCheckJob returns the Job of check for shard and the update revision, if this
+// RoutingService controls one named and labelled for it.
+func (p *planner) shardCheckJob(shard, check string) *batchv1.Job {
+	name := ShardCheckJobName(p.rsvc.Name, shard, check, p.update)
+	for _, j := range p.observed.Jobs {
+		if j != nil && j.Name == name && metav1.IsControlledBy(j, p.rsvc) && j.Labels[LabelComponent] == ComponentShardCheck &&
+			j.Labels[LabelShard] == shard && j.Labels[LabelCheck] == check && j.Labels[LabelRevision] == p.update {
+			return j
+		}
+	}
+	return nil
+}
+
+// bakeChecks runs spec.strategy.checks for a baking shard (issue 11): it creates each check's
+// Job for the shard and the update revision when missing, and reports each check in
+// status.shards[].checks, read from its Job on every reconcile (Complete: Passed; Failed, or past
+// activeDeadlineSeconds + 10 s: Failed; else Running). It returns how many checks that count
+// (not dryRun) still run, and the message of the first that failed, if any. An Event records
+// each check's pass or failure once.
+func (p *planner) bakeChecks(shard string, ss *routingv1alpha1.ShardStatus) (running int, failed string) {
+	previous := map[string]routingv1alpha1.CheckPhase{}
+	for _, c := range ss.Checks {
+		previous[c.Name] = c.Phase
+	}
+	var out []routingv1alpha1.ShardCheckStatus
+	for _, check := range p.rsvc.Spec.Strategy.Checks {
+		st := routingv1alpha1.ShardCheckStatus{Name: check.Name, DryRun: check.DryRun, Phase: routingv1alpha1.CheckPhaseRunning}
+		job := p.shardCheckJob(shard, check.Name)
+		switch {
+		case job == nil:
+			want := NewShardCheckJob(p.rsvc, shard, check, p.update)
+			st.Job = want.Name
+			if holder := p.taken("Job", want.Name); holder != "" {
+				st.Phase, st.Message = routingv1alpha1.CheckPhaseFailed, fmt.Sprintf("its Job cannot be created: %s", holder)
+				break
+			}
+			p.act(Action{Kind: CreateJob, Job: want, Note: fmt.Sprintf("check %s of shard %s on revision %s", check.Name, shard, p.update)})
+			st.Message = "started"
+			p.requeueAt(p.now.Add(time.Duration(check.Job.ActiveDeadlineSecondsOrDefault())*time.Second + migrationGrace))
+		case jobCondition(job, batchv1.JobComplete) != nil:
+			st.Job, st.Phase, st.Message = job.Name, routingv1alpha1.CheckPhasePassed, fmt.Sprintf("Job %s succeeded", job.Name)
+		case jobCondition(job, batchv1.JobFailed) != nil:
+			c := jobCondition(job, batchv1.JobFailed)
+			st.Job, st.Phase = job.Name, routingv1alpha1.CheckPhaseFailed
+			st.Message = fmt.Sprintf("Job %s failed (%s: %s)%s", job.Name, c.Reason, c.Message, p.podCause(&ownedJob{job: job}))
+		case p.now.After(job.CreationTimestamp.Add(jobDeadline(job) + migrationGrace)):
+			st.Job, st.Phase = job.Name, routingv1alpha1.CheckPhaseFailed
+			st.Message = fmt.Sprintf("Job %s did not finish within activeDeadlineSeconds (%ds)%s", job.Name, int64(jobDeadline(job)/time.Second), p.podCause(&ownedJob{job: job}))
+		default:
+			st.Job, st.Message = job.Name, fmt.Sprintf("Job %s runs", job.Name)
+			p.requeueAt(job.CreationTimestamp.Add(jobDeadline(job) + migrationGrace))
+		}
+		if st.Phase != previous[check.Name] {
+			switch st.Phase {
+			case routingv1alpha1.CheckPhasePassed:
+				p.event(false, EventShardCheckPassed, "check %s passed in shard %s on revision %s: %s", check.Name, shard, p.update, st.Message)
+			case routingv1alpha1.CheckPhaseFailed:
+				dry := ""
+				if check.DryRun {
+					dry = " (dryRun: reported only, the shard goes on)"
+				}
+				p.event(true, routingv1alpha1.ReasonShardCheckFailed, "check %s failed in shard %s on revision %s: %s%s", check.Name, shard, p.update, st.Message, dry)
+			}
+		}
+		switch {
+		case check.DryRun:
+		case st.Phase == routingv1alpha1.CheckPhaseRunning:
+			running++
+		case st.Phase == routingv1alpha1.CheckPhaseFailed && failed == "":
+			failed = fmt.Sprintf("check %s failed in shard %s on revision %s: %s", check.Name, shard, p.update, st.Message)
+		}
+		out = append(out, st)
+	}
+	ss.Checks = out
+	return running, failed
+}
