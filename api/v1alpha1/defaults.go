@@ -39,6 +39,8 @@ const (
 	// DefaultJobCheckActiveDeadlineSeconds is spec.strategy.checks[].job.activeDeadlineSeconds's
 	// default, in seconds.
 	DefaultJobCheckActiveDeadlineSeconds int64 = 300
+	// DefaultCheckWhen is spec.strategy.checks[].when's default: during the bake.
+	DefaultCheckWhen = CheckWhenBake
 	// DefaultSchemaEvidence is spec.schema.evidence's default.
 	DefaultSchemaEvidence = SchemaEvidenceReport
 	// DefaultCheckBackoffLimit is spec.schema.check.backoffLimit's default, in retries.

@@ -102,6 +102,7 @@ func TestCRDDefaultsMatchGoConstants(t *testing.T) {
 		"schema.migration.backoffLimit":             DefaultMigrationBackoffLimit,
 		"schema.migration.activeDeadlineSeconds":    DefaultMigrationActiveDeadlineSeconds,
 		"schema.evidence":                           DefaultSchemaEvidence,
+		"strategy.checks.when":                      []CheckWhen{DefaultCheckWhen},
 		"strategy.checks.job.backoffLimit":          DefaultJobCheckBackoffLimit,
 		"strategy.checks.job.activeDeadlineSeconds": DefaultJobCheckActiveDeadlineSeconds,
 		"schema.check.backoffLimit":                 DefaultCheckBackoffLimit,

@@ -294,11 +294,44 @@ type ShardCheck struct {
 	// +optional
 	DryRun bool `json:"dryRun,omitempty"`
 
+	// when says when the check runs, per shard: Bake (during the shard's bake, the default),
+	// BeforeStart (before the shard starts promoting: a pre-check; a failure fails the rollout
+	// before the shard is touched), or both.
+	// +optional
+	// +listType=set
+	// +kubebuilder:validation:MaxItems=2
+	// +kubebuilder:default={Bake}
+	When []CheckWhen `json:"when,omitempty"`
+
 	// job is a Job run in the shard's namespace for each shard and revision: it passes when the
 	// Job succeeds and fails when it fails or runs past its deadline. Its containers receive
 	// SCHEMAGATE_SHARD, SCHEMAGATE_REVISION, SCHEMAGATE_SCHEMA_VERSION and SCHEMAGATE_CHECK.
 	// +required
 	Job JobCheck `json:"job"`
+}
+
+// CheckWhen is a moment of a shard's step at which a check runs.
+// +kubebuilder:validation:Enum=Bake;BeforeStart
+type CheckWhen string
+
+const (
+	// CheckWhenBake: during the shard's bake; the shard is promoted once it passed.
+	CheckWhenBake CheckWhen = "Bake"
+	// CheckWhenBeforeStart: before the shard starts promoting; it starts once it passed.
+	CheckWhenBeforeStart CheckWhen = "BeforeStart"
+)
+
+// Runs reports whether the check runs at w (an empty when means Bake).
+func (c *ShardCheck) Runs(w CheckWhen) bool {
+	if len(c.When) == 0 {
+		return w == CheckWhenBake
+	}
+	for _, x := range c.When {
+		if x == w {
+			return true
+		}
+	}
+	return false
 }
 
 // JobCheck is a check run as a Job.
@@ -342,6 +375,8 @@ const (
 type ShardCheckStatus struct {
 	// name is the check's name.
 	Name string `json:"name"`
+	// when is the moment it ran: Bake or BeforeStart.
+	When CheckWhen `json:"when"`
 	// phase is Running, Passed or Failed.
 	Phase CheckPhase `json:"phase"`
 	// job is the check's Job.
@@ -453,10 +488,12 @@ type ShardStatus struct {
 	// under load) still fails in bounded time (I3, scenario R-3).
 	// +optional
 	ProgressStartTime *metav1.Time `json:"progressStartTime,omitempty"`
-	// checks report spec.strategy.checks for this shard and stepRevision, once its bake began.
+	// checks report spec.strategy.checks for this shard and stepRevision, once they ran: one entry
+	// per check and moment (when).
 	// +optional
 	// +listType=map
 	// +listMapKey=name
+	// +listMapKey=when
 	Checks []ShardCheckStatus `json:"checks,omitempty"`
 }
 

@@ -249,7 +249,7 @@ type fuzzCluster struct {
 	Conflict    uint8 // none, the migration Job's name (attempt 1, 2), us-east's or eu-west's ReplicaSet
 	Evidence    uint8 // spec.schema.evidence: "", Report, JobSuccess
 	Check       uint8 // spec.schema.check: none, set, set with afterMigration, set with beforeEachShard
-	ShardChecks uint8 // spec.strategy.checks: none, "smoke", "smoke" in dryRun
+	ShardChecks uint8 // spec.strategy.checks: none, "smoke", "smoke" in dryRun, "smoke" before start and in the bake
 }
 
 type fuzzRS struct {
@@ -415,9 +415,12 @@ func fuzzObserved(statusIn, clusterIn []byte, clock int64) Observed {
 	rsvc.Spec.Schema.Version = pick(c.Version, fuzzVersions)
 	rsvc.Spec.Schema.Migration.Template.Spec.Containers[0].Image = pick(c.MigrationImage, []string{"migrate:ok", "migrate:fixed"})
 	rsvc.Generation = 1 + int64(c.Generation%4)
-	if c.ShardChecks%3 > 0 {
-		rsvc.Spec.Strategy.Checks = []routingv1alpha1.ShardCheck{{Name: "smoke", DryRun: c.ShardChecks%3 == 2, Job: routingv1alpha1.JobCheck{
+	if c.ShardChecks%4 > 0 {
+		rsvc.Spec.Strategy.Checks = []routingv1alpha1.ShardCheck{{Name: "smoke", DryRun: c.ShardChecks%4 == 2, Job: routingv1alpha1.JobCheck{
 			Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{RestartPolicy: corev1.RestartPolicyNever, Containers: []corev1.Container{{Name: "verify", Image: "verify:ok"}}}}}}}
+		if c.ShardChecks%4 == 3 {
+			rsvc.Spec.Strategy.Checks[0].When = []routingv1alpha1.CheckWhen{routingv1alpha1.CheckWhenBeforeStart, routingv1alpha1.CheckWhenBake}
+		}
 	}
 	rsvc.Spec.Schema.Evidence = pick(c.Evidence, []routingv1alpha1.SchemaEvidence{"", routingv1alpha1.SchemaEvidenceReport, routingv1alpha1.SchemaEvidenceJobSuccess})
 	if c.Check%4 > 0 {
@@ -561,8 +564,8 @@ func fuzzMigrationJob(rsvc, other *routingv1alpha1.RoutingService, f fuzzJob, i 
 		// A shard check of us-east ("smoke") for the update revision.
 		update := Revision(&rsvc.Spec)
 		j.Labels = map[string]string{LabelManagedBy: ManagedByValue, LabelComponent: ComponentShardCheck, LabelName: rsvc.Name,
-			LabelShard: "us-east", LabelCheck: "smoke", LabelRevision: update}
-		j.Name = ShardCheckJobName(rsvc.Name, "us-east", "smoke", update)
+			LabelShard: "us-east", LabelCheck: "smoke", LabelRevision: update, LabelCheckWhen: string(routingv1alpha1.CheckWhenBake)}
+		j.Name = ShardCheckJobName(rsvc.Name, "us-east", "smoke", update, routingv1alpha1.CheckWhenBake)
 	case 1:
 		j.Labels[LabelComponent] = ComponentRouting
 	case 2:

@@ -7,6 +7,8 @@ import (
 	"fmt"
 
 	"k8s.io/apimachinery/pkg/util/rand"
+
+	routingv1alpha1 "github.com/schemagate/schemagate/api/v1alpha1"
 )
 
 // Labels schemagate puts on the ReplicaSets, Jobs and pod templates it creates. The manager's
@@ -21,8 +23,10 @@ const (
 	ComponentCheck = "check"
 	// ComponentShardCheck labels the Jobs of spec.strategy.checks and their pods.
 	ComponentShardCheck = "shard-check"
-	// LabelCheck is the name of the shard check a Job runs.
+	// LabelCheck is the name of the shard check a Job runs; LabelCheckWhen, when it runs (Bake,
+	// BeforeStart).
 	LabelCheck         = "schemagate.io/check"
+	LabelCheckWhen     = "schemagate.io/check-when"
 	LabelName          = "schemagate.io/name"
 	LabelShard         = "schemagate.io/shard"
 	LabelRevision      = "schemagate.io/revision"
@@ -55,8 +59,12 @@ func CheckJobName(rsvcName, version string, n int32) string {
 // ShardCheckJobName is <routingservice>-verify-<hash of shard, check and revision>, at most 57
 // characters: one Job per shard, check and revision, deterministic so that a restarted manager
 // finds the Job instead of starting a second one.
-func ShardCheckJobName(rsvcName, shard, check, revision string) string {
-	return fmt.Sprintf("%s-verify-%s", rsvcName, shortHash([]string{shard, check, revision}))
+func ShardCheckJobName(rsvcName, shard, check, revision string, when routingv1alpha1.CheckWhen) string {
+	key := []string{shard, check, revision}
+	if when != routingv1alpha1.CheckWhenBake {
+		key = append(key, string(when))
+	}
+	return fmt.Sprintf("%s-verify-%s", rsvcName, shortHash(key))
 }
 
 func shortHash(v any) string {

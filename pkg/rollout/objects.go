@@ -86,12 +86,12 @@ func NewCheckJob(rsvc *routingv1alpha1.RoutingService, version string, n int32) 
 		c.Template, c.BackoffLimitOrDefault(), c.ActiveDeadlineSecondsOrDefault())
 }
 
-// NewShardCheckJob builds the Job of check for shard and revision: its pod template with
-// schemagate's labels (component "shard-check", the shard, the revision, the check),
+// NewShardCheckJob builds the Job of check for shard, revision and moment: its pod template with
+// schemagate's labels (component "shard-check", the shard, the revision, the check, when),
 // SCHEMAGATE_SHARD, SCHEMAGATE_REVISION, SCHEMAGATE_SCHEMA_VERSION and SCHEMAGATE_CHECK in every
 // container, the check's backoffLimit and activeDeadlineSeconds, and a controller reference to
 // rsvc.
-func NewShardCheckJob(rsvc *routingv1alpha1.RoutingService, shard string, check routingv1alpha1.ShardCheck, revision string) *batchv1.Job {
+func NewShardCheckJob(rsvc *routingv1alpha1.RoutingService, shard string, check routingv1alpha1.ShardCheck, revision string, when routingv1alpha1.CheckWhen) *batchv1.Job {
 	labels := map[string]string{
 		LabelManagedBy: ManagedByValue,
 		LabelComponent: ComponentShardCheck,
@@ -99,6 +99,7 @@ func NewShardCheckJob(rsvc *routingv1alpha1.RoutingService, shard string, check 
 		LabelShard:     shard,
 		LabelRevision:  revision,
 		LabelCheck:     check.Name,
+		LabelCheckWhen: string(when),
 	}
 	tmpl := *check.Job.Template.DeepCopy()
 	tmpl.Labels = mergeLabels(tmpl.Labels, labels)
@@ -109,7 +110,7 @@ func NewShardCheckJob(rsvc *routingv1alpha1.RoutingService, shard string, check 
 	}
 	return &batchv1.Job{
 		ObjectMeta: metav1.ObjectMeta{
-			Name:            ShardCheckJobName(rsvc.Name, shard, check.Name, revision),
+			Name:            ShardCheckJobName(rsvc.Name, shard, check.Name, revision, when),
 			Namespace:       rsvc.Namespace,
 			Labels:          maps.Clone(labels),
 			OwnerReferences: []metav1.OwnerReference{controllerRef(rsvc)},

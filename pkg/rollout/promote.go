@@ -62,7 +62,7 @@ func (p *planner) promote() {
 				p.event(true, EventShardRegressed, "shard %s stopped being fully available while baking revision %s", shard.Name, p.update)
 				break
 			}
-			running, failed := p.bakeChecks(shard.Name, ss)
+			running, failed := p.runChecks(shard.Name, ss, routingv1alpha1.CheckWhenBake)
 			if failed != "" {
 				// A failed check fails the shard at once (issue 11).
 				p.failWith(ss, routingv1alpha1.ReasonShardCheckFailed, failed)
@@ -105,7 +105,7 @@ func (p *planner) promote() {
 				p.promoteToken = ""
 				bake = 0
 			}
-			if p.update == p.status.StableRevision || (bake == 0 && len(strategy.Checks) == 0) {
+			if p.update == p.status.StableRevision || (bake == 0 && !p.hasChecks(routingv1alpha1.CheckWhenBake)) {
 				p.stepTo(ss, routingv1alpha1.ShardStepPromoted)
 				p.promotedNow = true
 				p.event(false, EventShardPromoted, "shard %s promoted to revision %s", shard.Name, p.update)
@@ -115,7 +115,7 @@ func (p *planner) promote() {
 			p.stepTo(ss, routingv1alpha1.ShardStepBaking)
 			p.event(false, EventShardBaking, "shard %s is fully on revision %s; baking for %ds", shard.Name, p.update, strategy.BakeSecondsOrDefault())
 			p.measure(PhaseShardProgress, shard.Name, progressed)
-			p.bakeChecks(shard.Name, ss) // the checks start with the bake
+			p.runChecks(shard.Name, ss, routingv1alpha1.CheckWhenBake) // the checks start with the bake
 			p.setActivity(routingv1alpha1.ReasonShardBaking, fmt.Sprintf("shard %s is fully on revision %s and bakes until %s", shard.Name, p.update, p.now.Add(bake).UTC().Format(time.RFC3339)))
 			p.requeueAt(p.now.Add(bake))
 			return
@@ -123,6 +123,19 @@ func (p *planner) promote() {
 		if ss.Step != routingv1alpha1.ShardStepProgressing && i > 0 && p.update != p.status.StableRevision && !p.shardCheckPassed(shard.Name) {
 			// spec.schema.check.beforeEachShard: the database is asked again first.
 			return
+		}
+		if ss.Step != routingv1alpha1.ShardStepProgressing && p.update != p.status.StableRevision && p.hasChecks(routingv1alpha1.CheckWhenBeforeStart) {
+			// Pre-checks: the shard starts once they passed; a failure fails the rollout before
+			// the shard is touched.
+			running, failed := p.runChecks(shard.Name, ss, routingv1alpha1.CheckWhenBeforeStart)
+			if failed != "" {
+				p.failWith(ss, routingv1alpha1.ReasonShardCheckFailed, failed)
+				return
+			}
+			if running > 0 {
+				p.setActivity(routingv1alpha1.ReasonShardProgressing, fmt.Sprintf("shard %s starts promoting revision %s once its %d pre-checks pass", shard.Name, p.update, running))
+				return
+			}
 		}
 		if ss.Step != routingv1alpha1.ShardStepProgressing {
 			p.stepTo(ss, routingv1alpha1.ShardStepProgressing)

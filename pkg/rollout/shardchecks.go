@@ -12,41 +12,54 @@ import (
 
 // shardCheckJob returns the Job of check for shard and the update revision, if this
 // RoutingService controls one named and labelled for it.
-func (p *planner) shardCheckJob(shard, check string) *batchv1.Job {
-	name := ShardCheckJobName(p.rsvc.Name, shard, check, p.update)
+func (p *planner) shardCheckJob(shard, check string, when routingv1alpha1.CheckWhen) *batchv1.Job {
+	name := ShardCheckJobName(p.rsvc.Name, shard, check, p.update, when)
 	for _, j := range p.observed.Jobs {
 		if j != nil && j.Name == name && metav1.IsControlledBy(j, p.rsvc) && j.Labels[LabelComponent] == ComponentShardCheck &&
-			j.Labels[LabelShard] == shard && j.Labels[LabelCheck] == check && j.Labels[LabelRevision] == p.update {
+			j.Labels[LabelShard] == shard && j.Labels[LabelCheck] == check && j.Labels[LabelRevision] == p.update &&
+			j.Labels[LabelCheckWhen] == string(when) {
 			return j
 		}
 	}
 	return nil
 }
 
-// bakeChecks runs spec.strategy.checks for a baking shard (issue 11): it creates each check's
-// Job for the shard and the update revision when missing, and reports each check in
+// runChecks runs the checks of spec.strategy.checks that run at when for a shard (issue 11):
+// during its bake, or before it starts. It creates each check's Job for the shard, the update
+// revision and the moment when missing, and reports each check in
 // status.shards[].checks, read from its Job on every reconcile (Complete: Passed; Failed, or past
 // activeDeadlineSeconds + 10 s: Failed; else Running). It returns how many checks that count
 // (not dryRun) still run, and the message of the first that failed, if any. An Event records
 // each check's pass or failure once.
-func (p *planner) bakeChecks(shard string, ss *routingv1alpha1.ShardStatus) (running int, failed string) {
+func (p *planner) runChecks(shard string, ss *routingv1alpha1.ShardStatus, when routingv1alpha1.CheckWhen) (running int, failed string) {
 	previous := map[string]routingv1alpha1.CheckPhase{}
-	for _, c := range ss.Checks {
-		previous[c.Name] = c.Phase
-	}
 	var out []routingv1alpha1.ShardCheckStatus
+	for _, c := range ss.Checks {
+		if c.When == when {
+			previous[c.Name] = c.Phase
+		} else if c.When != "" {
+			out = append(out, c)
+		}
+	}
+	moment := "during its bake"
+	if when == routingv1alpha1.CheckWhenBeforeStart {
+		moment = "before it starts"
+	}
 	for _, check := range p.rsvc.Spec.Strategy.Checks {
-		st := routingv1alpha1.ShardCheckStatus{Name: check.Name, DryRun: check.DryRun, Phase: routingv1alpha1.CheckPhaseRunning}
-		job := p.shardCheckJob(shard, check.Name)
+		if !check.Runs(when) {
+			continue
+		}
+		st := routingv1alpha1.ShardCheckStatus{Name: check.Name, When: when, DryRun: check.DryRun, Phase: routingv1alpha1.CheckPhaseRunning}
+		job := p.shardCheckJob(shard, check.Name, when)
 		switch {
 		case job == nil:
-			want := NewShardCheckJob(p.rsvc, shard, check, p.update)
+			want := NewShardCheckJob(p.rsvc, shard, check, p.update, when)
 			st.Job = want.Name
 			if holder := p.taken("Job", want.Name); holder != "" {
 				st.Phase, st.Message = routingv1alpha1.CheckPhaseFailed, fmt.Sprintf("its Job cannot be created: %s", holder)
 				break
 			}
-			p.act(Action{Kind: CreateJob, Job: want, Note: fmt.Sprintf("check %s of shard %s on revision %s", check.Name, shard, p.update)})
+			p.act(Action{Kind: CreateJob, Job: want, Note: fmt.Sprintf("check %s of shard %s %s on revision %s", check.Name, shard, moment, p.update)})
 			st.Message = "started"
 			p.requeueAt(p.now.Add(time.Duration(check.Job.ActiveDeadlineSecondsOrDefault())*time.Second + migrationGrace))
 		case jobCondition(job, batchv1.JobComplete) != nil:
@@ -65,13 +78,13 @@ func (p *planner) bakeChecks(shard string, ss *routingv1alpha1.ShardStatus) (run
 		if st.Phase != previous[check.Name] {
 			switch st.Phase {
 			case routingv1alpha1.CheckPhasePassed:
-				p.event(false, EventShardCheckPassed, "check %s passed in shard %s on revision %s: %s", check.Name, shard, p.update, st.Message)
+				p.event(false, EventShardCheckPassed, "check %s passed in shard %s %s on revision %s: %s", check.Name, shard, moment, p.update, st.Message)
 			case routingv1alpha1.CheckPhaseFailed:
 				dry := ""
 				if check.DryRun {
 					dry = " (dryRun: reported only, the shard goes on)"
 				}
-				p.event(true, routingv1alpha1.ReasonShardCheckFailed, "check %s failed in shard %s on revision %s: %s%s", check.Name, shard, p.update, st.Message, dry)
+				p.event(true, routingv1alpha1.ReasonShardCheckFailed, "check %s failed in shard %s %s on revision %s: %s%s", check.Name, shard, moment, p.update, st.Message, dry)
 			}
 		}
 		switch {
@@ -79,10 +92,20 @@ func (p *planner) bakeChecks(shard string, ss *routingv1alpha1.ShardStatus) (run
 		case st.Phase == routingv1alpha1.CheckPhaseRunning:
 			running++
 		case st.Phase == routingv1alpha1.CheckPhaseFailed && failed == "":
-			failed = fmt.Sprintf("check %s failed in shard %s on revision %s: %s", check.Name, shard, p.update, st.Message)
+			failed = fmt.Sprintf("check %s failed in shard %s %s on revision %s: %s", check.Name, shard, moment, p.update, st.Message)
 		}
 		out = append(out, st)
 	}
 	ss.Checks = out
 	return running, failed
+}
+
+// hasChecks reports whether any check runs at when.
+func (p *planner) hasChecks(when routingv1alpha1.CheckWhen) bool {
+	for i := range p.rsvc.Spec.Strategy.Checks {
+		if p.rsvc.Spec.Strategy.Checks[i].Runs(when) {
+			return true
+		}
+	}
+	return false
 }

@@ -107,3 +107,39 @@ func TestShardCheckThatHangsFailsAtItsDeadline(t *testing.T) {
 		t.Fatalf("%d check Jobs, want 1 (v2) + 3 (v3)", n)
 	}
 }
+
+// A pre-check (when: BeforeStart) runs before each shard starts: the shard's ReplicaSet is
+// created only after it passed; one failing before eu-west fails the rollout before eu-west is
+// touched (us-east, which v2 reached, rolls back).
+func TestShardPreCheck(t *testing.T) {
+	w := steady(t)
+	withShardCheck(w, "capacity", "verify:ok", false)
+	w.rsvc.Spec.Strategy.Checks[0].When = []routingv1alpha1.CheckWhen{routingv1alpha1.CheckWhenBeforeStart}
+	w.update("app:v2", "1", "migrate:ok")
+	w.run(300, func() bool { return w.isTrue(routingv1alpha1.ConditionReady) })
+	var order []string
+	for _, l := range w.log {
+		switch {
+		case strings.Contains(l, "CreateJob rs-a-verify-"):
+			order = append(order, "check")
+		case strings.Contains(l, "CreateReplicaSet"):
+			order = append(order, strings.Split(strings.Fields(l)[2], "-")[2])
+		}
+	}
+	if got := strings.Join(order, ","); got != "check,us,check,eu,check,ap" {
+		t.Fatalf("order %s", got)
+	}
+	for _, ss := range w.rsvc.Status.Shards {
+		if len(ss.Checks) != 1 || ss.Checks[0].When != routingv1alpha1.CheckWhenBeforeStart || ss.Checks[0].Phase != routingv1alpha1.CheckPhasePassed {
+			t.Fatalf("shard %s checks %+v", ss.Name, ss.Checks)
+		}
+	}
+
+	w.rsvc.Spec.Strategy.Checks[0].Job.Template.Spec.Containers[0].Image = "verify:fail-in-eu-west"
+	w.update("app:v3", "1", "migrate:ok")
+	w.run(300, func() bool { return w.stalledWith(routingv1alpha1.ReasonShardCheckFailed) })
+	if c := w.condition(routingv1alpha1.ConditionStalled); !strings.Contains(c.Message, "check capacity failed in shard eu-west before it starts") {
+		t.Fatalf("Stalled = %+v", c)
+	}
+	w.run(100, func() bool { return w.shardImages() == "us-east=app:v2:3 eu-west=app:v2:3 ap-south=app:v2:3" })
+}

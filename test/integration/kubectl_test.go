@@ -88,6 +88,8 @@ func TestStoryS14InvalidSpecThenFix(t *testing.T) {
 			"restartPolicy": "Never", "containers": []any{map[string]any{"name": "check"}}}}}, "spec.schema.check.template.spec.containers"},
 		{"shard check restartPolicy Always", false, []string{"spec", "strategy", "checks"}, []any{map[string]any{"name": "smoke", "job": map[string]any{"template": map[string]any{"spec": map[string]any{
 			"restartPolicy": "Always", "containers": []any{map[string]any{"name": "verify", "image": "verify:ok"}}}}}}}, "spec.strategy.checks[0].job.template.spec.restartPolicy"},
+		{"shard check at an unknown moment", false, []string{"spec", "strategy", "checks"}, []any{map[string]any{"name": "smoke", "when": []any{"Later"}, "job": map[string]any{"template": map[string]any{"spec": map[string]any{
+			"restartPolicy": "Never", "containers": []any{map[string]any{"name": "verify", "image": "verify:ok"}}}}}}}, "spec.strategy.checks[0].when[0]"},
 		{"maxSurge and maxUnavailable both 0", false, []string{"spec", "strategy"}, map[string]any{"maxSurge": int64(0), "maxUnavailable": "0%"}, "spec.strategy"},
 		{"name too long for ReplicaSet and Job names", false, []string{"metadata", "name"}, strings.Repeat("a", 41), "metadata.name"},
 	}
