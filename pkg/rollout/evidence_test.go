@@ -34,7 +34,8 @@ func (w *world) v2Pods() int32 {
 	return n
 }
 
-// creationOrder lists what the log shows created since steady(): "migration" and "check" Jobs, and
+// creationOrder lists what the log shows created since steady(): "migration", "check" and shard
+// check ("verify") Jobs, and
 // ReplicaSets by the first part of their shard's name ("us", "eu", "ap").
 func (w *world) creationOrder() string {
 	var order []string
@@ -44,6 +45,8 @@ func (w *world) creationOrder() string {
 			order = append(order, "migration")
 		case strings.Contains(l, "CreateJob rs-a-check-"):
 			order = append(order, "check")
+		case strings.Contains(l, "CreateJob rs-a-verify-"):
+			order = append(order, "verify")
 		case strings.Contains(l, "CreateReplicaSet"):
 			order = append(order, strings.Split(strings.Fields(l)[2], "-")[2])
 		}

@@ -117,16 +117,7 @@ func TestShardPreCheck(t *testing.T) {
 	w.rsvc.Spec.Strategy.Checks[0].When = []routingv1alpha1.CheckWhen{routingv1alpha1.CheckWhenBeforeStart}
 	w.update("app:v2", "1", "migrate:ok")
 	w.run(300, func() bool { return w.isTrue(routingv1alpha1.ConditionReady) })
-	var order []string
-	for _, l := range w.log {
-		switch {
-		case strings.Contains(l, "CreateJob rs-a-verify-"):
-			order = append(order, "check")
-		case strings.Contains(l, "CreateReplicaSet"):
-			order = append(order, strings.Split(strings.Fields(l)[2], "-")[2])
-		}
-	}
-	if got := strings.Join(order, ","); got != "check,us,check,eu,check,ap" {
+	if got := w.creationOrder(); got != "verify,us,verify,eu,verify,ap" {
 		t.Fatalf("order %s", got)
 	}
 	for _, ss := range w.rsvc.Status.Shards {
