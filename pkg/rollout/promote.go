@@ -14,7 +14,7 @@ import (
 //
 //	Pending     → Progressing (stepStartTime = now), and rolling steps begin; with
 //	              schema.check.beforeEachShard, a shard after the first first waits for a check
-//	              Job's report (shardcheck.go)
+//	              Job's report (schemarecheck.go)
 //	Progressing → Baking once the update revision alone serves it, fully available
 //	              → Failed if progressDeadlineSeconds pass first (then failurePolicy applies)
 //	Baking      → Promoted bakeSeconds after it was complete (back to Progressing if it stops
