@@ -88,6 +88,8 @@ func TestStoryDirtyDatabaseThenFixedAndRetried(t *testing.T) {
 	kit.Update(t, ns, func(r *routingv1alpha1.RoutingService) {
 		r.Spec.Schema.Migration.Template.Spec.Containers[0].Image = "migrate:ok"
 	})
+	// The status for the new generation first, then it must stay so.
+	story.Eventually(t, 10*time.Second, "SchemaDirty for the new generation", hasStall(t, ns, routingv1alpha1.ReasonSchemaDirty, "dirty"))
 	story.Consistently(t, 3*time.Second, "one migration Job, still SchemaDirty", func() error {
 		if n := migrationJobs(t, ns)["2"]; n != 1 {
 			return fmt.Errorf("%d migration Jobs for schema 2", n)
