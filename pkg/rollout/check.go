@@ -17,6 +17,29 @@ import (
 // migration attempt exists, so the order of the two never depends on timestamps of one second.
 const annotationAfterAttempt = "schemagate.io/after-attempt"
 
+// latestAttempt returns the migration Job for version with the highest attempt, if any.
+func (p *planner) latestAttempt(version string) *ownedJob {
+	var out *ownedJob
+	for i := range p.jobs {
+		if oj := &p.jobs[i]; schemaversion.Equal(oj.version, version) {
+			out = oj
+		}
+	}
+	return out
+}
+
+// checkRunning reports whether a check Job (with its reading r, if any) has still to report: it
+// has not finished and is within activeDeadlineSeconds + migrationGrace, or it finished and the
+// cache does not yet show its pod finished. wake is when to look again.
+func (p *planner) checkRunning(check *ownedJob, r *reading) (running bool, wake time.Time) {
+	if r != nil && r.pending {
+		return true, p.now.Add(2 * time.Second)
+	}
+	deadline := check.job.CreationTimestamp.Add(jobDeadline(check.job) + migrationGrace)
+	finished := jobCondition(check.job, batchv1.JobComplete) != nil || jobCondition(check.job, batchv1.JobFailed) != nil
+	return !finished && !p.now.After(deadline), deadline
+}
+
 // latestCheck returns the check Job for version with the highest number, if any.
 func (p *planner) latestCheck(version string) *ownedJob {
 	var out *ownedJob
@@ -290,19 +313,15 @@ func (p *planner) startCheck(n int32, latest *ownedJob, note string) bool {
 func (p *planner) afterCheck(check, latest *ownedJob, paused bool) {
 	required := p.rsvc.Spec.Schema.Version
 	r := readingOf(p.readings, check)
-	complete, failed := jobCondition(check.job, batchv1.JobComplete), jobCondition(check.job, batchv1.JobFailed)
-	deadline := check.job.CreationTimestamp.Add(jobDeadline(check.job) + migrationGrace)
-	if (complete == nil && failed == nil && !p.now.After(deadline)) || (r != nil && r.pending) {
+	failed := jobCondition(check.job, batchv1.JobFailed)
+	if running, wake := p.checkRunning(check, r); running {
 		msg := fmt.Sprintf("check Job %s asks the database whether it is at schema %s; no pod is created or scaled up until it reports", check.job.Name, required)
 		if p.wasConfirmed() {
 			msg = fmt.Sprintf("%s: %s", p.lostEvidence(latest), msg)
 		}
 		p.hold(msg)
 		p.setActivity(routingv1alpha1.ReasonCheckingSchema, msg)
-		if r != nil && r.pending {
-			deadline = p.now.Add(2 * time.Second)
-		}
-		p.requeueAt(deadline)
+		p.requeueAt(wake)
 		return
 	}
 	ev := evidence(p.readings)

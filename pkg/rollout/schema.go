@@ -116,12 +116,7 @@ func (p *planner) schemaGate() bool {
 	p.recordEvidence(ev)
 	confirmed := st.ConfirmedVersion
 
-	var latest *ownedJob // the highest attempt for the required version
-	for i := range p.jobs {
-		if oj := &p.jobs[i]; schemaversion.Equal(oj.version, required) {
-			latest = oj
-		}
-	}
+	latest := p.latestAttempt(required)
 	check := p.latestCheck(required)
 	st.CheckJob = ""
 	if check != nil {

@@ -39,17 +39,14 @@ func (p *planner) shardCheckPassed(shard string) bool {
 		return false
 	}
 	r := readingOf(p.readings, check)
-	complete, failed := jobCondition(check.job, batchv1.JobComplete), jobCondition(check.job, batchv1.JobFailed)
-	deadline := check.job.CreationTimestamp.Add(jobDeadline(check.job) + migrationGrace)
+	failed := jobCondition(check.job, batchv1.JobFailed)
+	running, wake := p.checkRunning(check, r)
 	switch {
 	case r.confirms(required):
 		return true
-	case (complete == nil && failed == nil && !p.now.After(deadline)) || (r != nil && r.pending):
+	case running:
 		p.setActivity(routingv1alpha1.ReasonCheckingSchema, fmt.Sprintf("shard %s starts once check Job %s confirms schema %s in the database", shard, check.job.Name, required))
-		if r != nil && r.pending {
-			deadline = p.now.Add(2 * time.Second)
-		}
-		p.requeueAt(deadline)
+		p.requeueAt(wake)
 		return false
 	case p.retry != "":
 		why := fmt.Sprintf("retry %q", p.retry)
@@ -85,10 +82,8 @@ func (p *planner) startShardCheck(shard, key, why string) bool {
 	required := p.rsvc.Spec.Schema.Version
 	job := NewCheckJob(p.rsvc, schemaversion.Canonical(required), p.nextCheck())
 	after := int32(0)
-	for _, oj := range p.jobs {
-		if schemaversion.Equal(oj.version, required) && oj.attempt > after {
-			after = oj.attempt
-		}
+	if latest := p.latestAttempt(required); latest != nil {
+		after = latest.attempt
 	}
 	job.Annotations = map[string]string{annotationAfterAttempt: strconv.Itoa(int(after)), annotationBeforeShard: key}
 	if running := p.migrationStillRunning(); running != "" {
