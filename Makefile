@@ -60,6 +60,10 @@ test: manifests generate vet envtest-assets postgres ## Unit tests and the envte
 cluster-binaries: ## Build the local cluster's binaries from source (cached under bin/k8s).
 	hack/build-binaries.sh etcd kube-apiserver kubectl kube-controller-manager kube-scheduler kwok
 
+.PHONY: prometheus-binary
+prometheus-binary: ## Build the Prometheus server test/prometheus runs from source (cached under bin/k8s).
+	hack/build-binaries.sh prometheus
+
 # The demo is built and exec'd, not `go run`: `go run` passes no signal on, and the demo would
 # outlive a make killed by PID. exec'd, it is make's own child, which dies with its parent
 # (hack/demo/parent.go) and stops the cluster on SIGTERM as on Ctrl-C.
@@ -71,10 +75,10 @@ demo: build cluster-binaries postgres ## Watch a schema-gated three-region rollo
 	exec $(BIN)/demo --router=$(BIN)/edge-router
 
 .PHONY: test-e2e
-test-e2e: build cluster-binaries postgres ## End-to-end tests on the local cluster (real ReplicaSet, Job and scheduler controllers), and the incidents replayed with real routers, PostgreSQL and traffic.
+test-e2e: build cluster-binaries prometheus-binary postgres ## End-to-end tests on the local cluster (real ReplicaSet, Job and scheduler controllers), and the incidents replayed with real routers, PostgreSQL and traffic.
 	go build -o $(BIN)/edge-router ./examples/edge-router
 	go build -o $(BIN)/schemagate-schema ./cmd/schemagate-schema
-	SCHEMAGATE_BIN=$(BIN) go test -tags e2e -timeout 20m -p 1 ./test/nodeagent/ ./test/e2e/ -count=1 -v
+	SCHEMAGATE_BIN=$(BIN) SCHEMAGATE_REQUIRE_PROMETHEUS=1 go test -tags e2e -timeout 20m -p 1 ./test/prometheus/ ./test/nodeagent/ ./test/e2e/ -count=1 -v
 
 .PHONY: fuzz
 fuzz: ## Fuzz the planner and the parsers longer: FUZZTIME=5m by default
@@ -126,4 +130,4 @@ undeploy: ## Remove the manager.
 
 .PHONY: help
 help: ## Show this help.
-	@awk 'BEGIN {FS = ":.*##"} /^[a-zA-Z0-9_-]+:.*?##/ { printf "  %-16s %s\n", $$1, $$2 }' $(MAKEFILE_LIST)
+	@awk 'BEGIN {FS = ":.*##"} /^[a-zA-Z0-9_-]+:.*?##/ { printf "  %-18s %s\n", $$1, $$2 }' $(MAKEFILE_LIST)

@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
-# Builds the control-plane binaries that envtest and the local cluster run, from source through the
-# Go module proxy, and caches them under bin/k8s/ (git-ignored). Nothing prebuilt is downloaded.
+# Builds the control-plane binaries that envtest and the local cluster run, and the Prometheus server
+# test/prometheus runs, from source through the Go module proxy, and caches them under bin/k8s/
+# (git-ignored). Nothing prebuilt is downloaded.
 #
 # Usage: hack/build-binaries.sh [etcd] [kube-apiserver] [kubectl] [kube-controller-manager]
-#                               [kube-scheduler] [kwok]
+#                               [kube-scheduler] [kwok] [prometheus]
 #        (no arguments: etcd kube-apiserver kubectl, the set envtest needs)
 #
 # Each binary gets a stamp recording what it was built from (the helper module's go.sum and the Go
@@ -21,6 +22,14 @@ mkdir -p "$out" "$cache"
 k8s_version=v1.37.2
 etcd_version=v3.6.16
 kwok_version=v0.8.0
+# Must match the require of hack/prometheus/go.mod; module v0.316.0 is Prometheus 3.16.0.
+prometheus_version=v0.316.0
+prometheus_release=3.16.0
+# Service discovery: file and http (always built in) and kubernetes only. Without the cloud providers'
+# SDKs the cold build takes half the time and a third of the memory (measured: 2 min 19 s and 1.3 GB
+# instead of 4 min 47 s and 3.3 GB). Without builtinassets the web UI's assets are not embedded
+# either: tests use the API.
+prometheus_tags=remove_all_sd,enable_kubernetes_sd
 goversion=$(go env GOVERSION)
 
 names=("$@")
@@ -40,6 +49,7 @@ stamp_of() {
   case "$1" in
     etcd) echo "etcd $etcd_version $goversion $(sha256sum "$root/hack/etcd/go.sum" | cut -c1-16)" ;;
     kwok) echo "kwok $kwok_version $goversion" ;;
+    prometheus) echo "prometheus $prometheus_version $goversion $(sha256sum "$root/hack/prometheus/go.sum" | cut -c1-16) $prometheus_tags" ;;
     *) echo "$1 $k8s_version $goversion $(sha256sum "$root/hack/k8s/go.sum" | cut -c1-16)" ;;
   esac
 }
@@ -50,6 +60,9 @@ build() {
     etcd) (cd "$root/hack/etcd" && go build -trimpath -ldflags "-s -w" -o "$dest" go.etcd.io/etcd/server/v3) ;;
     kwok) GOBIN=$(dirname "$dest") go install -trimpath -ldflags "-s -w" "sigs.k8s.io/kwok/cmd/kwok@$kwok_version"
           [ "$(dirname "$dest")/kwok" = "$dest" ] || mv "$(dirname "$dest")/kwok" "$dest" ;;
+    prometheus) (cd "$root/hack/prometheus" && go build -trimpath -tags "$prometheus_tags" \
+                   -ldflags "-s -w -X github.com/prometheus/common/version.Version=$prometheus_release" \
+                   -o "$dest" github.com/prometheus/prometheus/cmd/prometheus) ;;
     kube-apiserver|kube-controller-manager|kube-scheduler|kubectl)
       (cd "$root/hack/k8s" && go build -trimpath -ldflags "$(k8s_ldflags)" -o "$dest" "k8s.io/kubernetes/cmd/$name") ;;
     *) echo "unknown binary: $name" >&2; exit 2 ;;
@@ -73,6 +86,7 @@ for name in "${names[@]}"; do
   start=$(date +%s)
   note=""
   [ "$name" = kube-apiserver ] && note="; a cold build takes ~8-10 minutes and ~3 GB of memory"
+  [ "$name" = prometheus ] && note="; a cold build takes ~2.5 minutes and ~1.3 GB of memory"
   echo "building $name ($want)$note" >&2
   build "$name" "$out/$name.tmp"
   mv "$out/$name.tmp" "$out/$name"

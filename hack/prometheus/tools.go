@@ -1,0 +1,8 @@
+//go:build tools
+
+// Package tools pins the Prometheus server that test/prometheus runs: hack/build-binaries.sh
+// prometheus builds github.com/prometheus/prometheus/cmd/prometheus from this module. The build tag
+// keeps the package out of every build; it only tells `go mod tidy` which dependencies to keep.
+package tools
+
+import _ "github.com/prometheus/prometheus/cmd/prometheus"
