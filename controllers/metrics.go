@@ -41,18 +41,50 @@ var (
 	}, []string{"namespace", "name"})
 )
 
+// Shard checks (spec.strategy.checks, issue 11).
+var (
+	// shardChecks: schemagate_shard_checks_total{namespace, name, check, result}, result one of
+	// passed, failed, inconclusive: a check's outcome in a shard, counted once per shard and
+	// revision.
+	shardChecks = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "schemagate_shard_checks_total",
+		Help: "Outcomes of spec.strategy.checks per shard and revision, by check and result: passed, failed, inconclusive.",
+	}, []string{"namespace", "name", "check", "result"})
+
+	// checkMeasurements: schemagate_check_measurements_total{namespace, name, check, phase},
+	// phase one of Successful, Failed, Inconclusive, Error: the measurements the manager took
+	// for http and prometheus checks.
+	checkMeasurements = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "schemagate_check_measurements_total",
+		Help: "Measurements of http and prometheus checks, by check and phase: Successful, Failed, Inconclusive, Error.",
+	}, []string{"namespace", "name", "check", "phase"})
+)
+
+// checkResults maps the Event reasons of check outcomes to the result label.
+var checkResults = map[string]string{
+	rollout.EventShardCheckPassed:                "passed",
+	routingv1alpha1.ReasonShardCheckFailed:       "failed",
+	routingv1alpha1.ReasonShardCheckInconclusive: "inconclusive",
+}
+
 func init() {
-	metrics.Registry.MustRegister(phaseDuration, rollouts, currentStep, promotedShards)
+	metrics.Registry.MustRegister(phaseDuration, rollouts, currentStep, promotedShards, shardChecks, checkMeasurements)
 }
 
 // recordMetrics updates the metrics from a plan whose status was written.
-func recordMetrics(rsvc *routingv1alpha1.RoutingService, plan rollout.Plan) {
+func recordMetrics(rsvc *routingv1alpha1.RoutingService, plan rollout.Plan, taken []rollout.TakenMeasurement) {
+	for _, m := range taken {
+		checkMeasurements.WithLabelValues(rsvc.Namespace, rsvc.Name, m.Check, string(m.Result.Phase)).Inc()
+	}
 	for _, e := range plan.Events {
 		for _, m := range e.Measures {
 			phaseDuration.WithLabelValues(m.Phase, m.Shard).Observe(m.Duration.Seconds())
 		}
 		if outcome := rollout.OutcomeOf(e.Reason); outcome != "" {
 			rollouts.WithLabelValues(outcome).Inc()
+		}
+		if result := checkResults[e.Reason]; result != "" && e.Check != "" {
+			shardChecks.WithLabelValues(rsvc.Namespace, rsvc.Name, e.Check, result).Inc()
 		}
 	}
 	reason := ""
@@ -78,4 +110,6 @@ func recordMetrics(rsvc *routingv1alpha1.RoutingService, plan rollout.Plan) {
 func forgetMetrics(namespace, name string) {
 	currentStep.DeletePartialMatch(prometheus.Labels{"namespace": namespace, "name": name})
 	promotedShards.DeletePartialMatch(prometheus.Labels{"namespace": namespace, "name": name})
+	shardChecks.DeletePartialMatch(prometheus.Labels{"namespace": namespace, "name": name})
+	checkMeasurements.DeletePartialMatch(prometheus.Labels{"namespace": namespace, "name": name})
 }

@@ -5,6 +5,7 @@ package controllers
 
 import (
 	"context"
+	"sync"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -24,6 +25,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/recorder"
 
 	routingv1alpha1 "github.com/schemagate/schemagate/api/v1alpha1"
+	"github.com/schemagate/schemagate/pkg/measure"
 	"github.com/schemagate/schemagate/pkg/rollout"
 )
 
@@ -37,6 +39,11 @@ type RoutingServiceReconciler struct {
 	// APIReader reads past the cache (the manager's GetAPIReader): only to find who holds a name
 	// after a create failed with AlreadyExists. Nil means Client.
 	APIReader client.Reader
+	// Measurer takes the measurements of http and prometheus checks the planner asks for
+	// (nil: a zero measure.Taker).
+	Measurer *measure.Taker
+
+	measurerOnce sync.Once
 }
 
 // +kubebuilder:rbac:groups=routing.schemagate.io,resources=routingservices,verbs=get;list;watch
@@ -72,6 +79,12 @@ func (r *RoutingServiceReconciler) Reconcile(ctx context.Context, req ctrl.Reque
 		return ctrl.Result{}, err
 	}
 	plan := rollout.Compute(observed)
+	if len(plan.Measurements) > 0 {
+		// The planner is pure: it asks for the measurements of http and prometheus checks that
+		// are due, and decides again with them. Each is bounded by its check's timeoutSeconds.
+		observed.Measurements = r.measurer().TakeAll(ctx, plan.Measurements)
+		plan = rollout.Compute(observed)
+	}
 
 	applyErr := r.apply(ctx, rsvc, plan.Actions)
 	if conflict, ok := r.conflictOf(ctx, rsvc, applyErr); ok {
@@ -96,7 +109,7 @@ func (r *RoutingServiceReconciler) Reconcile(ctx context.Context, req ctrl.Reque
 		return ctrl.Result{}, err
 	}
 	r.recordEvents(rsvc, plan.Events)
-	recordMetrics(rsvc, plan)
+	recordMetrics(rsvc, plan, observed.Measurements)
 
 	if applyErr != nil {
 		// A stale cache or a concurrent writer: look again shortly, with fresh objects.
@@ -104,6 +117,15 @@ func (r *RoutingServiceReconciler) Reconcile(ctx context.Context, req ctrl.Reque
 		return ctrl.Result{RequeueAfter: time.Second}, nil
 	}
 	return ctrl.Result{RequeueAfter: plan.RequeueAfter}, nil
+}
+
+func (r *RoutingServiceReconciler) measurer() *measure.Taker {
+	r.measurerOnce.Do(func() {
+		if r.Measurer == nil {
+			r.Measurer = &measure.Taker{}
+		}
+	})
+	return r.Measurer
 }
 
 // migrationPodOwner maps a migration or check pod to its RoutingService by the schemagate.io/name

@@ -140,3 +140,60 @@ func (c *JobCheck) BackoffLimitOrDefault() int32 {
 func (c *JobCheck) ActiveDeadlineSecondsOrDefault() int64 {
 	return ptr.Deref(c.ActiveDeadlineSeconds, DefaultJobCheckActiveDeadlineSeconds)
 }
+
+// Defaults of an http or prometheus check's measurement (spec.strategy.checks[]).
+const (
+	// DefaultMeasurementIntervalSeconds is intervalSeconds' default, in seconds.
+	DefaultMeasurementIntervalSeconds int32 = 10
+	// DefaultMeasurementCount is count's default, in measurements.
+	DefaultMeasurementCount int32 = 1
+	// DefaultConsecutiveErrorLimit is consecutiveErrorLimit's default (Argo Rollouts' too).
+	DefaultConsecutiveErrorLimit int32 = 4
+	// DefaultMeasurementTimeoutSeconds is timeoutSeconds' default, in seconds.
+	DefaultMeasurementTimeoutSeconds int32 = 10
+	// MaxMeasurementTimeoutSeconds bounds timeoutSeconds whatever is stored, in seconds.
+	MaxMeasurementTimeoutSeconds int32 = 60
+	// MaxMeasurementsKept is how many measurements status.shards[].checks[] keeps.
+	MaxMeasurementsKept = 10
+)
+
+// The getters below return the field or its default, clamped to the CRD's bounds: a stored object
+// that escaped validation (written before a bound existed, restored from a backup) cannot make
+// the planner measure in a loop or never.
+
+// Interval returns intervalSeconds (default 10, at least 1) as a duration.
+func (m *Measurement) Interval() time.Duration {
+	return time.Duration(max(1, ptr.Deref(m.IntervalSeconds, DefaultMeasurementIntervalSeconds))) * time.Second
+}
+
+// CountOrDefault returns count (default 1, at least 1).
+func (m *Measurement) CountOrDefault() int32 {
+	return max(1, ptr.Deref(m.Count, DefaultMeasurementCount))
+}
+
+// InitialDelay returns initialDelaySeconds (default 0, at least 0) as a duration.
+func (m *Measurement) InitialDelay() time.Duration {
+	return time.Duration(max(0, ptr.Deref(m.InitialDelaySeconds, 0))) * time.Second
+}
+
+// FailureLimitOrDefault returns failureLimit (default 0, at least 0).
+func (m *Measurement) FailureLimitOrDefault() int32 { return max(0, ptr.Deref(m.FailureLimit, 0)) }
+
+// InconclusiveLimitOrDefault returns inconclusiveLimit (default 0, at least 0).
+func (m *Measurement) InconclusiveLimitOrDefault() int32 {
+	return max(0, ptr.Deref(m.InconclusiveLimit, 0))
+}
+
+// ConsecutiveErrorLimitOrDefault returns consecutiveErrorLimit (default 4, at least 0).
+func (m *Measurement) ConsecutiveErrorLimitOrDefault() int32 {
+	return max(0, ptr.Deref(m.ConsecutiveErrorLimit, DefaultConsecutiveErrorLimit))
+}
+
+// Timeout returns timeoutSeconds (default 10) clamped to [1, 60] seconds, as a duration.
+func (m *Measurement) Timeout() time.Duration {
+	return time.Duration(min(MaxMeasurementTimeoutSeconds, max(1, ptr.Deref(m.TimeoutSeconds, DefaultMeasurementTimeoutSeconds)))) * time.Second
+}
+
+// Measured reports whether the check is measured by the manager (http or prometheus) rather than
+// run as a Job.
+func (c *ShardCheck) Measured() bool { return c.Job == nil && (c.HTTP != nil || c.Prometheus != nil) }

@@ -45,4 +45,8 @@ const (
 	// ReasonShardCheckFailed: a check of spec.strategy.checks failed in a shard: the rollout
 	// failed at once and failurePolicy applies (a dryRun check only reports it, as an Event).
 	ReasonShardCheckFailed = "ShardCheckFailed"
+	// ReasonShardCheckInconclusive: a check's inconclusive measurements (no data, NaN) went
+	// beyond its inconclusiveLimit: the shard holds, as Argo Rollouts pauses, until a person
+	// promotes (the check is set aside) or aborts. The RoutingService stays Reconciling.
+	ReasonShardCheckInconclusive = "ShardCheckInconclusive"
 )

@@ -280,7 +280,11 @@ type RolloutStrategy struct {
 	Checks []ShardCheck `json:"checks,omitempty"`
 }
 
-// ShardCheck is one check of a shard, run once per shard and revision during the shard's bake.
+// ShardCheck is one check of a shard, run once per shard and revision during the shard's bake
+// (or before the shard starts). It has exactly one provider: job, http or prometheus. The http and
+// prometheus providers are measured by the manager itself, every intervalSeconds, count times
+// (the semantics of Argo Rollouts' AnalysisTemplate metrics).
+// +kubebuilder:validation:XValidation:rule="(has(self.job) ? 1 : 0) + (has(self.http) ? 1 : 0) + (has(self.prometheus) ? 1 : 0) == 1",message="spec.strategy.checks[]: exactly one of job, http or prometheus must be set"
 type ShardCheck struct {
 	// name identifies the check: a DNS label of at most 20 characters, unique in checks.
 	// +required
@@ -306,8 +310,178 @@ type ShardCheck struct {
 	// job is a Job run in the shard's namespace for each shard and revision: it passes when the
 	// Job succeeds and fails when it fails or runs past its deadline. Its containers receive
 	// SCHEMAGATE_SHARD, SCHEMAGATE_REVISION, SCHEMAGATE_SCHEMA_VERSION and SCHEMAGATE_CHECK.
+	// +optional
+	Job *JobCheck `json:"job,omitempty"`
+
+	// http is a request the manager sends, for smoke tests against a shard's endpoint: each
+	// measurement passes when the status code is expected (and the JSON condition holds).
+	// +optional
+	HTTP *HTTPCheck `json:"http,omitempty"`
+
+	// prometheus is a PromQL query the manager runs against a Prometheus server: each measurement
+	// passes when successCondition holds for its result.
+	// +optional
+	Prometheus *PrometheusCheck `json:"prometheus,omitempty"`
+
+	// Measurement says how often and how many times an http or prometheus check is measured,
+	// and how many failures it tolerates. A job check ignores it.
+	Measurement `json:",inline"`
+}
+
+// Measurement is how an http or prometheus check is measured. A check passes once count
+// measurements were taken and no limit was exceeded. It fails at once when failed measurements
+// exceed failureLimit or consecutive errors exceed consecutiveErrorLimit; it is Inconclusive (the
+// shard holds until a person promotes or aborts, as Argo Rollouts pauses) when inconclusive
+// measurements exceed inconclusiveLimit.
+type Measurement struct {
+	// intervalSeconds is the time between two measurements, in seconds. Default 10.
+	// +optional
+	// +kubebuilder:default=10
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=3600
+	IntervalSeconds *int32 `json:"intervalSeconds,omitempty"`
+
+	// count is how many measurements the check takes before it passes. Default 1.
+	// +optional
+	// +kubebuilder:default=1
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=1000
+	Count *int32 `json:"count,omitempty"`
+
+	// initialDelaySeconds delays the first measurement after the check starts (the bake's start,
+	// or the shard's pre-check), in seconds, so rates have data from the new revision. Default 0.
+	// +optional
+	// +kubebuilder:default=0
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=3600
+	InitialDelaySeconds *int32 `json:"initialDelaySeconds,omitempty"`
+
+	// failureLimit is how many failed measurements are tolerated; one more fails the check.
+	// Default 0.
+	// +optional
+	// +kubebuilder:default=0
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=1000
+	FailureLimit *int32 `json:"failureLimit,omitempty"`
+
+	// inconclusiveLimit is how many inconclusive measurements (no data, NaN, neither condition
+	// holds) are tolerated; one more makes the check Inconclusive. Default 0.
+	// +optional
+	// +kubebuilder:default=0
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=1000
+	InconclusiveLimit *int32 `json:"inconclusiveLimit,omitempty"`
+
+	// consecutiveErrorLimit is how many measurements in a row may end in an error (the server
+	// unreachable, a timeout, a query that does not parse, a result of many series); one more
+	// fails the check. Default 4.
+	// +optional
+	// +kubebuilder:default=4
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=1000
+	ConsecutiveErrorLimit *int32 `json:"consecutiveErrorLimit,omitempty"`
+
+	// timeoutSeconds bounds one measurement (connect, request and response), in seconds; past
+	// it the measurement is an error. Default 10.
+	// +optional
+	// +kubebuilder:default=10
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=60
+	TimeoutSeconds *int32 `json:"timeoutSeconds,omitempty"`
+}
+
+// HTTPCheck is an HTTP GET the manager sends. In url and in header values, {{shard}},
+// {{revision}}, {{namespace}}, {{name}} and {{schemaVersion}} are replaced by the shard's name,
+// the update revision, the RoutingService's namespace and name, and spec.schema.version.
+type HTTPCheck struct {
+	// url is the http or https URL to GET.
 	// +required
-	Job JobCheck `json:"job"`
+	// +kubebuilder:validation:MinLength=8
+	// +kubebuilder:validation:MaxLength=2048
+	// +kubebuilder:validation:XValidation:rule="self.startsWith('http://') || self.startsWith('https://')",message="spec.strategy.checks[].http.url must start with http:// or https://"
+	URL string `json:"url"`
+
+	// headers are sent with the request; a Host header sets the request's host (how a router is
+	// asked for one domain).
+	// +optional
+	// +listType=map
+	// +listMapKey=name
+	// +kubebuilder:validation:MaxItems=10
+	Headers []HTTPHeader `json:"headers,omitempty"`
+
+	// expectedStatus lists the status codes that pass. Default [200].
+	// +optional
+	// +listType=set
+	// +kubebuilder:validation:MaxItems=10
+	// +kubebuilder:validation:items:Minimum=100
+	// +kubebuilder:validation:items:Maximum=599
+	ExpectedStatus []int32 `json:"expectedStatus,omitempty"`
+
+	// json, when set, must also hold: the response body is JSON and the field it names equals a
+	// value.
+	// +optional
+	JSON *JSONCondition `json:"json,omitempty"`
+}
+
+// HTTPHeader is one request header.
+type HTTPHeader struct {
+	// name is the header's name.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=256
+	// +kubebuilder:validation:Pattern=`^[A-Za-z0-9!#$%&'*+.^_|~-]+$`
+	Name string `json:"name"`
+	// value is the header's value (placeholders are replaced).
+	// +required
+	// +kubebuilder:validation:MaxLength=4096
+	Value string `json:"value"`
+}
+
+// JSONCondition is a condition on a JSON response body.
+type JSONCondition struct {
+	// path is a JSONPath expression in kubectl's syntax, for instance {.status} or
+	// {.checks[0].ok}; it must name exactly one value.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=512
+	Path string `json:"path"`
+	// equals is the value the field must have, as text (true, 42, ok).
+	// +required
+	// +kubebuilder:validation:MaxLength=1024
+	Equals string `json:"equals"`
+}
+
+// PrometheusCheck is a PromQL instant query the manager runs. In query, {{shard}}, {{revision}},
+// {{namespace}}, {{name}} and {{schemaVersion}} are replaced as in HTTPCheck.
+type PrometheusCheck struct {
+	// address is the Prometheus server's base URL, e.g. http://prometheus.monitoring:9090.
+	// +required
+	// +kubebuilder:validation:MinLength=8
+	// +kubebuilder:validation:MaxLength=2048
+	// +kubebuilder:validation:XValidation:rule="self.startsWith('http://') || self.startsWith('https://')",message="spec.strategy.checks[].prometheus.address must start with http:// or https://"
+	Address string `json:"address"`
+
+	// query is the PromQL query. It must return one number: a scalar or a vector of one sample
+	// (aggregate with sum() or max()); an empty vector or NaN is inconclusive (no data), a
+	// vector of several samples is an error.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=4096
+	Query string `json:"query"`
+
+	// successCondition is a CEL expression over the double `result`, for instance
+	// `result < 0.01`; the measurement passes when it is true.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=512
+	SuccessCondition string `json:"successCondition"`
+
+	// failureCondition, when set, is a CEL expression over `result` that fails the measurement;
+	// a result for which neither condition holds is inconclusive. Unset: a result for which
+	// successCondition is false fails.
+	// +optional
+	// +kubebuilder:validation:MaxLength=512
+	FailureCondition string `json:"failureCondition,omitempty"`
 }
 
 // CheckWhen is a moment of a shard's step at which a check runs.
@@ -368,6 +542,9 @@ const (
 	CheckPhasePassed CheckPhase = "Passed"
 	// CheckPhaseFailed: the check's Job failed or ran past its deadline.
 	CheckPhaseFailed CheckPhase = "Failed"
+	// CheckPhaseInconclusive: more measurements were inconclusive than inconclusiveLimit allows:
+	// the shard holds until a person promotes (the check is set aside) or aborts.
+	CheckPhaseInconclusive CheckPhase = "Inconclusive"
 )
 
 // ShardCheckStatus reports one check of a shard for status.shards[].stepRevision. It is computed
@@ -385,8 +562,65 @@ type ShardCheckStatus struct {
 	// dryRun: the result is reported and never fails the shard.
 	// +optional
 	DryRun bool `json:"dryRun,omitempty"`
-	// message says what the Job reported, for humans.
+	// message says what the Job or the last measurement reported, for humans.
 	// +optional
+	Message string `json:"message,omitempty"`
+
+	// revision is the update revision the check ran for; measurements of another revision are
+	// not counted.
+	// +optional
+	Revision string `json:"revision,omitempty"`
+	// startTime is when the check started (initialDelaySeconds counts from it).
+	// +optional
+	StartTime *metav1.Time `json:"startTime,omitempty"`
+	// count is how many measurements were taken; successful, failed, inconclusive and errors
+	// split it; consecutiveErrors is the number of errors since the last other result.
+	// +optional
+	Count int32 `json:"count,omitempty"`
+	// +optional
+	Successful int32 `json:"successful,omitempty"`
+	// +optional
+	Failed int32 `json:"failed,omitempty"`
+	// +optional
+	Inconclusive int32 `json:"inconclusive,omitempty"`
+	// +optional
+	Errors int32 `json:"errors,omitempty"`
+	// +optional
+	ConsecutiveErrors int32 `json:"consecutiveErrors,omitempty"`
+	// measurements are the last measurements, newest last (at most 10).
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=10
+	Measurements []MeasurementResult `json:"measurements,omitempty"`
+}
+
+// MeasurementPhase is the outcome of one measurement.
+type MeasurementPhase string
+
+const (
+	// MeasurementSuccessful: the condition held.
+	MeasurementSuccessful MeasurementPhase = "Successful"
+	// MeasurementFailed: the condition did not hold (or failureCondition did).
+	MeasurementFailed MeasurementPhase = "Failed"
+	// MeasurementInconclusive: no data (an empty result, NaN), or neither condition held.
+	MeasurementInconclusive MeasurementPhase = "Inconclusive"
+	// MeasurementError: the measurement could not be taken (unreachable, timeout, bad query).
+	MeasurementError MeasurementPhase = "Error"
+)
+
+// MeasurementResult is one measurement of an http or prometheus check.
+type MeasurementResult struct {
+	// time is when it was taken.
+	Time metav1.Time `json:"time"`
+	// phase is Successful, Failed, Inconclusive or Error.
+	Phase MeasurementPhase `json:"phase"`
+	// value is what was measured: the query's number, or the HTTP status code.
+	// +optional
+	// +kubebuilder:validation:MaxLength=64
+	Value string `json:"value,omitempty"`
+	// message explains an error or an inconclusive result, for humans.
+	// +optional
+	// +kubebuilder:validation:MaxLength=1024
 	Message string `json:"message,omitempty"`
 }
 

@@ -421,7 +421,7 @@ func fuzzObserved(statusIn, clusterIn []byte, clock int64) Observed {
 	rsvc.Spec.Schema.Migration.Template.Spec.Containers[0].Image = pick(c.MigrationImage, []string{"migrate:ok", "migrate:fixed"})
 	rsvc.Generation = 1 + int64(c.Generation%4)
 	if c.ShardChecks%4 > 0 {
-		rsvc.Spec.Strategy.Checks = []routingv1alpha1.ShardCheck{{Name: "smoke", DryRun: c.ShardChecks%4 == 2, Job: routingv1alpha1.JobCheck{
+		rsvc.Spec.Strategy.Checks = []routingv1alpha1.ShardCheck{{Name: "smoke", DryRun: c.ShardChecks%4 == 2, Job: &routingv1alpha1.JobCheck{
 			Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{RestartPolicy: corev1.RestartPolicyNever, Containers: []corev1.Container{{Name: "verify", Image: "verify:ok"}}}}}}}
 		if c.ShardChecks%4 == 3 {
 			rsvc.Spec.Strategy.Checks[0].When = []routingv1alpha1.CheckWhen{routingv1alpha1.CheckWhenBeforeStart, routingv1alpha1.CheckWhenBake}

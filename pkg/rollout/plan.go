@@ -24,7 +24,35 @@ type Observed struct {
 	// Conflicts are objects holding names the planner asked for that the RoutingService does not
 	// control, found by the reconciler after a create failed with AlreadyExists (S-21).
 	Conflicts []Conflict
-	Now       time.Time
+	// Measurements are the http and prometheus check measurements the reconciler took for the
+	// requests of a first Compute (Plan.Measurements); a second Compute records them in status.
+	Measurements []TakenMeasurement
+	Now          time.Time
+}
+
+// MeasurementKey names one measured check of one shard, moment and revision.
+type MeasurementKey struct {
+	Shard, Check, Revision string
+	When                   routingv1alpha1.CheckWhen
+}
+
+// MeasurementRequest asks the reconciler to measure an http or prometheus check now: the planner
+// is pure and never does I/O itself.
+type MeasurementRequest struct {
+	MeasurementKey
+	// Check is the check as specified (its http or prometheus provider and its timeout).
+	Check routingv1alpha1.ShardCheck
+	// Vars are the values of the placeholders in its URL, headers or query.
+	Vars map[string]string
+}
+
+// TakenMeasurement is the result of a MeasurementRequest.
+type TakenMeasurement struct {
+	MeasurementKey
+	Result routingv1alpha1.MeasurementResult
+	// Fatal marks a result no retry can change (a condition that does not compile, a URL that
+	// does not parse): the check fails at once.
+	Fatal bool
 }
 
 // ActionKind names a change to the cluster.
@@ -82,6 +110,9 @@ type Event struct {
 	Message string
 	// Measures are the durations of the phases this transition ends.
 	Measures []Measure
+	// Check names the check of spec.strategy.checks whose outcome this Event records (its
+	// Reason: ShardCheckPassed, ShardCheckFailed or ShardCheckInconclusive); empty otherwise.
+	Check string
 }
 
 // Plan is the planner's answer: the actions to apply, the status to write (written only when it
@@ -92,6 +123,9 @@ type Plan struct {
 	Status       routingv1alpha1.RoutingServiceStatus
 	Events       []Event
 	RequeueAfter time.Duration
+	// Measurements are the checks to measure now. The reconciler measures them and computes the
+	// plan again with the results in Observed.Measurements; that second plan is the one applied.
+	Measurements []MeasurementRequest
 }
 
 func replicasOf(rs *appsv1.ReplicaSet) int32 {

@@ -109,6 +109,8 @@ type planner struct {
 	// retry and promote are new control annotation values to act on in this reconcile; they are
 	// set to "" once used.
 	retry, promoteToken string
+	// inconclusive says which check holds a shard as inconclusive, if one does (issue 11).
+	inconclusive string
 	// retryWaiting: a retry waits (for the previous attempt's pods to stop, or for spec.paused to
 	// be false); it is not yet handled.
 	retryWaiting                    bool

@@ -72,8 +72,12 @@ func (p *planner) promote() {
 			if p.promoteToken != "" && (p.now.Before(end) || running > 0) {
 				// A person decided: the bake, and the checks still running, end now.
 				p.event(false, EventBakeSkipped, "promote %q: shard %s's bake ends now, %s early, with %d checks still running", p.promoteToken, shard.Name, max(0, end.Sub(p.now)), running)
-				p.promoteToken = ""
+				p.promoteToken, p.inconclusive = "", ""
 				end, running = p.now, 0
+			}
+			if p.inconclusive != "" {
+				p.setActivity(routingv1alpha1.ReasonShardCheckInconclusive, p.inconclusive)
+				return
 			}
 			if !p.now.Before(end) && running > 0 {
 				p.setActivity(routingv1alpha1.ReasonShardBaking, fmt.Sprintf("shard %s is fully on revision %s and baked; %d of its checks still run", shard.Name, p.update, running))
@@ -130,6 +134,15 @@ func (p *planner) promote() {
 			running, failed := p.runChecks(shard.Name, ss, routingv1alpha1.CheckWhenBeforeStart)
 			if failed != "" {
 				p.failWith(ss, routingv1alpha1.ReasonShardCheckFailed, failed)
+				return
+			}
+			if running > 0 && p.promoteToken != "" {
+				// A person decided: the shard starts without waiting for its pre-checks.
+				p.event(false, EventBakeSkipped, "promote %q: shard %s starts with %d pre-checks still running or inconclusive", p.promoteToken, shard.Name, running)
+				p.promoteToken, p.inconclusive, running = "", "", 0
+			}
+			if p.inconclusive != "" && running > 0 {
+				p.setActivity(routingv1alpha1.ReasonShardCheckInconclusive, p.inconclusive)
 				return
 			}
 			if running > 0 {

@@ -32,11 +32,11 @@ func (p *planner) shardCheckJob(shard, check string, when routingv1alpha1.CheckW
 // (not dryRun) still run, and the message of the first that failed, if any. An Event records
 // each check's pass or failure once.
 func (p *planner) runChecks(shard string, ss *routingv1alpha1.ShardStatus, when routingv1alpha1.CheckWhen) (running int, failed string) {
-	previous := map[string]routingv1alpha1.CheckPhase{}
+	previous := map[string]*routingv1alpha1.ShardCheckStatus{}
 	var out []routingv1alpha1.ShardCheckStatus
-	for _, c := range ss.Checks {
+	for i, c := range ss.Checks {
 		if c.When == when {
-			previous[c.Name] = c.Phase
+			previous[c.Name] = &ss.Checks[i]
 		} else if c.When != "" {
 			out = append(out, c)
 		}
@@ -45,15 +45,24 @@ func (p *planner) runChecks(shard string, ss *routingv1alpha1.ShardStatus, when 
 	if when == routingv1alpha1.CheckWhenBeforeStart {
 		moment = "before it starts"
 	}
-	for _, check := range p.rsvc.Spec.Strategy.Checks {
+	for i := range p.rsvc.Spec.Strategy.Checks {
+		check := &p.rsvc.Spec.Strategy.Checks[i]
 		if !check.Runs(when) {
 			continue
 		}
-		st := routingv1alpha1.ShardCheckStatus{Name: check.Name, When: when, DryRun: check.DryRun, Phase: routingv1alpha1.CheckPhaseRunning}
-		job := p.shardCheckJob(shard, check.Name, when)
+		st := routingv1alpha1.ShardCheckStatus{Name: check.Name, When: when, DryRun: check.DryRun, Phase: routingv1alpha1.CheckPhaseRunning, Revision: p.update}
+		var job *batchv1.Job
+		if check.Job != nil {
+			job = p.shardCheckJob(shard, check.Name, when)
+		}
 		switch {
+		case check.Job == nil && !check.Measured():
+			// No provider (the CRD requires exactly one): nothing can pass it.
+			st.Phase, st.Message = routingv1alpha1.CheckPhaseFailed, "the check has no provider: set job, http or prometheus"
+		case check.Measured():
+			st = p.measuredCheck(shard, check, when, previous[check.Name])
 		case job == nil:
-			want := NewShardCheckJob(p.rsvc, shard, check, p.update, when)
+			want := NewShardCheckJob(p.rsvc, shard, *check, p.update, when)
 			st.Job = want.Name
 			if holder := p.taken("Job", want.Name); holder != "" {
 				st.Phase, st.Message = routingv1alpha1.CheckPhaseFailed, fmt.Sprintf("its Job cannot be created: %s", holder)
@@ -75,22 +84,35 @@ func (p *planner) runChecks(shard string, ss *routingv1alpha1.ShardStatus, when 
 			st.Job, st.Message = job.Name, fmt.Sprintf("Job %s runs", job.Name)
 			p.requeueAt(job.CreationTimestamp.Add(jobDeadline(job) + migrationGrace))
 		}
-		if st.Phase != previous[check.Name] {
+		prevPhase := routingv1alpha1.CheckPhase("")
+		if prev := previous[check.Name]; prev != nil && prev.Revision == st.Revision {
+			prevPhase = prev.Phase
+		}
+		if st.Phase != prevPhase {
 			switch st.Phase {
 			case routingv1alpha1.CheckPhasePassed:
-				p.event(false, EventShardCheckPassed, "check %s passed in shard %s %s on revision %s: %s", check.Name, shard, moment, p.update, st.Message)
+				p.checkEvent(check.Name, false, EventShardCheckPassed, "check %s passed in shard %s %s on revision %s: %s", check.Name, shard, moment, p.update, st.Message)
 			case routingv1alpha1.CheckPhaseFailed:
 				dry := ""
 				if check.DryRun {
 					dry = " (dryRun: reported only, the shard goes on)"
 				}
-				p.event(true, routingv1alpha1.ReasonShardCheckFailed, "check %s failed in shard %s %s on revision %s: %s%s", check.Name, shard, moment, p.update, st.Message, dry)
+				p.checkEvent(check.Name, true, routingv1alpha1.ReasonShardCheckFailed, "check %s failed in shard %s %s on revision %s: %s%s", check.Name, shard, moment, p.update, st.Message, dry)
+			case routingv1alpha1.CheckPhaseInconclusive:
+				p.checkEvent(check.Name, true, routingv1alpha1.ReasonShardCheckInconclusive, "check %s is inconclusive in shard %s %s on revision %s: %s", check.Name, shard, moment, p.update, st.Message)
 			}
 		}
 		switch {
 		case check.DryRun:
 		case st.Phase == routingv1alpha1.CheckPhaseRunning:
 			running++
+		case st.Phase == routingv1alpha1.CheckPhaseInconclusive:
+			// Argo Rollouts pauses on an inconclusive analysis; the shard holds the same way
+			// until a person promotes (the bake and its checks end) or aborts.
+			running++
+			if p.inconclusive == "" {
+				p.inconclusive = fmt.Sprintf("check %s is inconclusive in shard %s %s on revision %s: %s", check.Name, shard, moment, p.update, st.Message)
+			}
 		case st.Phase == routingv1alpha1.CheckPhaseFailed && failed == "":
 			failed = fmt.Sprintf("check %s failed in shard %s %s on revision %s: %s", check.Name, shard, moment, p.update, st.Message)
 		}
@@ -108,4 +130,10 @@ func (p *planner) hasChecks(when routingv1alpha1.CheckWhen) bool {
 		}
 	}
 	return false
+}
+
+// checkEvent records an Event of a check's outcome, naming the check for the metrics.
+func (p *planner) checkEvent(check string, warning bool, reason, format string, args ...any) {
+	p.event(warning, reason, format, args...)
+	p.plan.Events[len(p.plan.Events)-1].Check = check
 }

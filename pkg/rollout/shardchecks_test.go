@@ -16,7 +16,7 @@ import (
 
 func withShardCheck(w *world, name, image string, dryRun bool) {
 	w.rsvc.Spec.Strategy.Checks = append(w.rsvc.Spec.Strategy.Checks, routingv1alpha1.ShardCheck{Name: name, DryRun: dryRun,
-		Job: routingv1alpha1.JobCheck{ActiveDeadlineSeconds: ptr.To(int64(30)), Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{
+		Job: &routingv1alpha1.JobCheck{ActiveDeadlineSeconds: ptr.To(int64(30)), Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{
 			RestartPolicy: corev1.RestartPolicyNever, Containers: []corev1.Container{{Name: "verify", Image: image}}}}}})
 }
 

@@ -75,6 +75,10 @@ type world struct {
 	// schemagate's control (a restored backup; replicas raised while the gate is held); the test
 	// checks what schemagate did itself.
 	skipI1, skipI2 bool
+	// measure answers the planner's measurement requests (http and prometheus checks), as the
+	// reconciler does; measured logs each request.
+	measure  func(MeasurementRequest) TakenMeasurement
+	measured []MeasurementRequest
 }
 
 func newWorld(t *testing.T) *world {
@@ -98,7 +102,21 @@ func (w *world) observed() Observed {
 
 // reconcile runs the planner once and applies its plan.
 func (w *world) reconcile() Plan {
-	plan := Compute(w.observed())
+	o := w.observed()
+	plan := Compute(o)
+	if len(plan.Measurements) > 0 {
+		if w.measure == nil {
+			w.t.Fatalf("the planner asks for measurements and the test answers none: %+v", plan.Measurements)
+		}
+		for _, req := range plan.Measurements {
+			w.measured = append(w.measured, req)
+			o.Measurements = append(o.Measurements, w.measure(req))
+		}
+		plan = Compute(o)
+		if len(plan.Measurements) > 0 {
+			w.t.Fatalf("the planner asks again for measurements it was given: %+v", plan.Measurements)
+		}
+	}
 	for _, a := range plan.Actions {
 		w.log = append(w.log, w.now.Format("15:04:05")+" "+a.String())
 		switch a.Kind {

@@ -303,7 +303,7 @@ func TestStoryShardCheckFailsTheShardAtOnce(t *testing.T) {
 	t.Parallel()
 	ns := steadyV1(t)
 	check := func(name, image string, dryRun bool) routingv1alpha1.ShardCheck {
-		return routingv1alpha1.ShardCheck{Name: name, DryRun: dryRun, Job: routingv1alpha1.JobCheck{Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{
+		return routingv1alpha1.ShardCheck{Name: name, DryRun: dryRun, Job: &routingv1alpha1.JobCheck{Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{
 			RestartPolicy: corev1.RestartPolicyNever, Containers: []corev1.Container{{Name: "verify", Image: image}}}}}}
 	}
 	began := time.Now()
