@@ -44,6 +44,7 @@ type RoutingServiceReconciler struct {
 	Measurer *measure.Taker
 
 	measurerOnce sync.Once
+	pending      pendingMeasurements
 }
 
 // +kubebuilder:rbac:groups=routing.schemagate.io,resources=routingservices,verbs=get;list;watch
@@ -66,6 +67,7 @@ func (r *RoutingServiceReconciler) Reconcile(ctx context.Context, req ctrl.Reque
 	if err := r.Get(ctx, req.NamespacedName, rsvc); err != nil {
 		if apierrors.IsNotFound(err) {
 			forgetMetrics(req.Namespace, req.Name)
+			r.pending.forget(req.NamespacedName)
 		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
@@ -82,7 +84,7 @@ func (r *RoutingServiceReconciler) Reconcile(ctx context.Context, req ctrl.Reque
 	if len(plan.Measurements) > 0 {
 		// The planner is pure: it asks for the measurements of http and prometheus checks that
 		// are due, and decides again with them. Each is bounded by its check's timeoutSeconds.
-		observed.Measurements = r.measurer().TakeAll(ctx, plan.Measurements)
+		observed.Measurements = r.pending.take(ctx, r.measurer(), req.NamespacedName, plan.Measurements, observed.Now)
 		plan = rollout.Compute(observed)
 	}
 
