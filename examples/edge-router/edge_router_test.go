@@ -398,3 +398,24 @@ func TestMigrateWritesASchemaReport(t *testing.T) {
 		t.Fatalf("a dirty database must be reported dirty: %+v", r)
 	}
 }
+
+// --lose-every-nth-route=4 drops d03, d07, d11, d15 and d19 of the 20 seeded domains: 25% of
+// domains answer 404 while the router is Ready (issue 11's bad v2).
+func TestLoseEveryNthRoute(t *testing.T) {
+	routes := map[string]route{}
+	for i := 0; i < 20; i++ {
+		routes[fmt.Sprintf("d%02d.example", i)] = route{}
+	}
+	loseEveryNth(routes, 4)
+	for _, lost := range []string{"d03.example", "d07.example", "d11.example", "d15.example", "d19.example"} {
+		if _, ok := routes[lost]; ok {
+			t.Errorf("%s kept", lost)
+		}
+	}
+	if len(routes) != 15 {
+		t.Errorf("%d routes left, want 15", len(routes))
+	}
+	if _, err := parseServeFlags([]string{"--database-url=postgres://x/y", "--lose-every-nth-route=-1"}); err == nil {
+		t.Error("--lose-every-nth-route=-1 accepted")
+	}
+}

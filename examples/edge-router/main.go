@@ -70,6 +70,10 @@ type serveConfig struct {
 	// routed requests. Empty: never.
 	CrashInRegion string
 	CrashAfter    int
+	// LoseRoutes reproduces a binary that is up and Ready but has lost part of its route table
+	// (issue 11's bad v2): every Nth domain of the table, in sorted order, is dropped after each
+	// load, so those domains answer 404. 0: none.
+	LoseRoutes int
 }
 
 const (
@@ -90,6 +94,7 @@ func parseServeFlags(args []string) (serveConfig, error) {
 	fs.StringVar(&c.Revision, "revision", "", "sent as X-Revision (default $REVISION)")
 	fs.StringVar(&c.CrashInRegion, "crash-in-region", "", "test aid: exit 1 under load when $REGION is this region")
 	fs.IntVar(&c.CrashAfter, "crash-after", 20, "with --crash-in-region: routed requests before the exit")
+	fs.IntVar(&c.LoseRoutes, "lose-every-nth-route", 0, "test aid: drop every Nth domain of the loaded table (sorted), which then answers 404 while /ready stays 200")
 	fs.DurationVar(&c.ShutdownDelay, "shutdown-delay", 2*time.Second, "after SIGTERM, keep serving this long with /ready failing before closing the listener")
 	_ = fs.Parse(args)
 	c.Listen = orEnv(c.Listen, "POD_IP", ":8080", "127.0.0.1:8080")
@@ -104,6 +109,8 @@ func parseServeFlags(args []string) (serveConfig, error) {
 		return c, fmt.Errorf("--schema must be 1 or 2, not %d", c.Schema)
 	case c.CachePolicy != policyFailEmpty && c.CachePolicy != policyFailStatic:
 		return c, fmt.Errorf("--cache-policy must be %s or %s, not %q", policyFailEmpty, policyFailStatic, c.CachePolicy)
+	case c.LoseRoutes < 0:
+		return c, fmt.Errorf("--lose-every-nth-route must be 0 or more, not %d", c.LoseRoutes)
 	case c.Refresh <= 0 || c.CacheTTL <= 0:
 		return c, fmt.Errorf("--refresh and --cache-ttl must be positive")
 	}

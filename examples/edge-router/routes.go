@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"log"
+	"maps"
 	"math"
+	"slices"
 	"sync"
 	"time"
 
@@ -68,6 +70,7 @@ func (t *table) reload(ctx context.Context) error {
 		t.readSchema(ctx, conn)
 		var routes map[string]route
 		if routes, err = load(ctx, conn, t.cfg.Schema); err == nil {
+			loseEveryNth(routes, t.cfg.LoseRoutes)
 			t.mu.Lock()
 			t.routes, t.loadedAt = routes, time.Now()
 			t.mu.Unlock()
@@ -81,6 +84,18 @@ func (t *table) reload(ctx context.Context) error {
 	}
 	t.mu.Unlock()
 	return err
+}
+
+// loseEveryNth drops every nth domain of routes in sorted order (n ≤ 0: none): the test aid
+// --lose-every-nth-route.
+func loseEveryNth(routes map[string]route, n int) {
+	if n <= 0 {
+		return
+	}
+	domains := slices.Sorted(maps.Keys(routes))
+	for i := n - 1; i < len(domains); i += n {
+		delete(routes, domains[i])
+	}
 }
 
 func load(ctx context.Context, conn *pgx.Conn, schema int) (map[string]route, error) {

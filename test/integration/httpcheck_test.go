@@ -80,6 +80,7 @@ func TestStoryHTTPCheckFailsInEUWest(t *testing.T) {
 	story.Eventually(t, 60*time.Second, "Stalled ShardCheckFailed in eu-west", hasStall(t, ns, routingv1alpha1.ReasonShardCheckFailed, "check smoke failed in shard eu-west during its bake"))
 	story.Eventually(t, 30*time.Second, "every shard back on v1", kit.ServingIs(t, ns, story.AllV1))
 	rsvc := kit.Get(t, ns)
+	capture(t, "shard-check-failed", rsvc)
 	rev := rsvc.Status.Failure.Revision
 	if got := srv.asked("/smoke/us-east/" + rev); len(got) != 2 {
 		t.Fatalf("us-east asked %v, want 2 measurements of revision %s", got, rev)

@@ -8,6 +8,8 @@ package integration
 import (
 	"context"
 	"fmt"
+	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"testing"
@@ -21,6 +23,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	"github.com/schemagate/schemagate/controllers"
+	"github.com/schemagate/schemagate/pkg/measure"
 	"github.com/schemagate/schemagate/test/invariants"
 	"github.com/schemagate/schemagate/test/story"
 )
@@ -80,6 +83,9 @@ func run(m *testing.M) int {
 		Recorder:  mgr.GetEventRecorder("schemagate"),
 		Clock:     clock.RealClock{},
 		APIReader: mgr.GetAPIReader(),
+		// Checks measure loopback servers only: the sample's Prometheus address (a cluster DNS
+		// name) is refused without a lookup, so no test sends anything off this machine.
+		Measurer: &measure.Taker{Transport: loopbackOnly()},
 	}).SetupWithManager(mgr); err != nil {
 		fmt.Fprintln(os.Stderr, "controller:", err)
 		return 1
@@ -113,3 +119,22 @@ func run(m *testing.M) int {
 type devNull struct{}
 
 func (devNull) Write(p []byte) (int, error) { return len(p), nil }
+
+// loopbackOnly is an HTTP transport that dials IP literals on 127.0.0.0/8 or ::1 and refuses
+// anything else, names included (no DNS lookup).
+func loopbackOnly() *http.Transport {
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.Proxy = nil
+	var d net.Dialer
+	tr.DialContext = func(ctx context.Context, network, addr string) (net.Conn, error) {
+		host, _, err := net.SplitHostPort(addr)
+		if err != nil {
+			return nil, err
+		}
+		if ip := net.ParseIP(host); ip == nil || !ip.IsLoopback() {
+			return nil, fmt.Errorf("the envtest suite dials loopback addresses only, not %s", addr)
+		}
+		return d.DialContext(ctx, network, addr)
+	}
+	return tr
+}
