@@ -8,9 +8,11 @@ import (
 	"path/filepath"
 	"reflect"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	appsv1 "k8s.io/api/apps/v1"
 	batchv1 "k8s.io/api/batch/v1"
@@ -66,6 +68,9 @@ func FuzzCompute(f *testing.F) {
 	f.Add([]byte(nil), []byte(nil), int64(0))
 	f.Add([]byte(`{"shards":[{"name":"us-east","step":"Progressing","stepRevision":"@U"}]}`),
 		fuzzClusterSeed(func(c *fuzzCluster) { c.Jobs = []fuzzJob{{}} }), int64(0))
+	f.Add([]byte(`{"shards":[{"name":"us-east","step":"Baking","stepRevision":"@U","checks":[{"name":"ratio","when":"Bake","phase":"Running","revision":"@U","count":1,"failed":1}]}]}`),
+		fuzzClusterSeed(func(c *fuzzCluster) { c.Measured, c.Answers = 1+4, []uint8{1, 2, 4} }), int64(0))
+	f.Add([]byte(nil), fuzzClusterSeed(func(c *fuzzCluster) { c.Measured, c.Answers = 3+64, []uint8{3, 3, 0} }), int64(0))
 	f.Fuzz(func(t *testing.T, status, cluster []byte, clock int64) {
 		o := fuzzObserved(status, cluster, clock)
 		before := deepCopyObserved(o)
@@ -74,6 +79,17 @@ func FuzzCompute(f *testing.F) {
 			t.Fatalf("Compute modified its input")
 		}
 		checkFuzzPlan(t, "first Compute", o, plan)
+		if len(plan.Measurements) > 0 {
+			// The reconciler measures and decides again: whatever the measurements say, the
+			// second plan keeps the invariants and asks for nothing more.
+			measured := deepCopyObserved(o)
+			measured.Measurements = fuzzMeasurements(cluster, plan.Measurements)
+			again := Compute(measured)
+			checkFuzzPlan(t, "Compute with measurements", measured, again)
+			if len(again.Measurements) > 0 {
+				t.Fatalf("measurements asked again after they were given: %+v", again.Measurements)
+			}
+		}
 
 		// The stored status never decides the gate: the same cluster with an empty status.
 		empty := o
@@ -97,9 +113,39 @@ func FuzzCompute(f *testing.F) {
 	})
 }
 
+// fuzzMeasurements answers reqs with the phases of the fuzzed cluster's Answers.
+func fuzzMeasurements(clusterIn []byte, reqs []MeasurementRequest) []TakenMeasurement {
+	var c fuzzCluster
+	decodeFuzz(clusterIn, &c)
+	phases := []routingv1alpha1.MeasurementPhase{routingv1alpha1.MeasurementSuccessful, routingv1alpha1.MeasurementFailed,
+		routingv1alpha1.MeasurementInconclusive, routingv1alpha1.MeasurementError, "", "Bogus"}
+	var out []TakenMeasurement
+	for i, req := range reqs {
+		var a uint8
+		if len(c.Answers) > 0 {
+			a = c.Answers[i%len(c.Answers)]
+		}
+		out = append(out, TakenMeasurement{MeasurementKey: req.MeasurementKey, Fatal: a >= 4 && a%2 == 0,
+			Result: routingv1alpha1.MeasurementResult{Phase: pick(a, phases), Value: strings.Repeat("9", int(a)), Message: strings.Repeat("é", int(a)*3)}})
+	}
+	return out
+}
+
 // checkFuzzPlan checks FuzzCompute's properties on plan, computed from o.
 func checkFuzzPlan(t *testing.T, which string, o Observed, plan Plan) {
 	t.Helper()
+	for _, ss := range plan.Status.Shards {
+		for _, c := range ss.Checks {
+			if len(c.Measurements) > routingv1alpha1.MaxMeasurementsKept || !utf8.ValidString(c.Message) {
+				t.Fatalf("%s: shard %s check %s: %d measurements kept, message valid UTF-8: %v", which, ss.Name, c.Name, len(c.Measurements), utf8.ValidString(c.Message))
+			}
+			for _, m := range c.Measurements {
+				if len(m.Value) > 64 || len(m.Message) > 1024 || !utf8.ValidString(m.Message) {
+					t.Fatalf("%s: shard %s check %s: a measurement beyond the CRD's bounds: %+v", which, ss.Name, c.Name, m)
+				}
+			}
+		}
+	}
 	rsvc := o.RoutingService
 	confirmed := fuzzConfirmed(rsvc, o.Jobs, o.Pods)
 	adopted := map[*appsv1.ReplicaSet]bool{}
@@ -255,6 +301,11 @@ type fuzzCluster struct {
 	Evidence    uint8 // spec.schema.evidence: "", Report, JobSuccess
 	Check       uint8 // spec.schema.check: none, set, set with afterMigration, set with beforeEachShard
 	ShardChecks uint8 // spec.strategy.checks: none, "smoke", "smoke" in dryRun, "smoke" before start and in the bake
+	// Measured adds a prometheus check "ratio" (n%4: none, in the bake, dryRun, before start and
+	// in the bake) with count, limits and interval from its bits; Answers are the phases the
+	// reconciler's measurements return, in order (a value ≥ 4 is fatal).
+	Measured uint8
+	Answers  []uint8
 }
 
 type fuzzRS struct {
@@ -426,6 +477,16 @@ func fuzzObserved(statusIn, clusterIn []byte, clock int64) Observed {
 		if c.ShardChecks%4 == 3 {
 			rsvc.Spec.Strategy.Checks[0].When = []routingv1alpha1.CheckWhen{routingv1alpha1.CheckWhenBeforeStart, routingv1alpha1.CheckWhenBake}
 		}
+	}
+	if c.Measured%4 > 0 {
+		m := routingv1alpha1.ShardCheck{Name: "ratio", DryRun: c.Measured%4 == 2,
+			Prometheus: &routingv1alpha1.PrometheusCheck{Address: "http://127.0.0.1:9090", Query: "sum(x)", SuccessCondition: "result < 0.01"},
+			Measurement: routingv1alpha1.Measurement{Count: ptr.To(int32(c.Measured>>2%4) - 1), FailureLimit: ptr.To(int32(c.Measured >> 4 % 2)),
+				InconclusiveLimit: ptr.To(int32(c.Measured >> 5 % 2)), IntervalSeconds: ptr.To(int32(c.Measured>>6) - 1)}}
+		if c.Measured%4 == 3 {
+			m.When = []routingv1alpha1.CheckWhen{routingv1alpha1.CheckWhenBeforeStart, routingv1alpha1.CheckWhenBake}
+		}
+		rsvc.Spec.Strategy.Checks = append(rsvc.Spec.Strategy.Checks, m)
 	}
 	rsvc.Spec.Schema.Evidence = pick(c.Evidence, []routingv1alpha1.SchemaEvidence{"", routingv1alpha1.SchemaEvidenceReport, routingv1alpha1.SchemaEvidenceJobSuccess})
 	if c.Check%4 > 0 {

@@ -4,8 +4,10 @@
 -- Progressing no status yet, a generation schemagate has not observed yet (S-12, S-13), or a
 --             migration / shard promotion under way
 -- Degraded    Stalled=True: a migration failed or ran past its deadline, a shard missed its
---             progress deadline, or the rollout was aborted
--- Suspended   spec.paused is true
+--             progress deadline, a shard check failed, or the rollout was aborted
+-- Suspended   spec.paused is true, or a shard holds on an inconclusive check
+--             (Reconciling=True, ShardCheckInconclusive) until a person promotes or aborts,
+--             as a paused Argo Rollout reads
 --
 -- Conditions count only when their observedGeneration is the object's generation, so a Ready=True
 -- left over from the previous generation never reads as Healthy.
@@ -51,6 +53,13 @@ end
 if obj.spec ~= nil and obj.spec.paused == true then
   hs.status = "Suspended"
   hs.message = "spec.paused is true: schemagate scales nothing until it is false"
+  return hs
+end
+
+local reconciling = current("Reconciling")
+if reconciling ~= nil and reconciling.status == "True" and reconciling.reason == "ShardCheckInconclusive" then
+  hs.status = "Suspended"
+  hs.message = reconciling.reason .. ": " .. (reconciling.message or "")
   return hs
 end
 
