@@ -147,6 +147,12 @@ const (
 	DefaultMeasurementIntervalSeconds int32 = 10
 	// DefaultMeasurementCount is count's default, in measurements.
 	DefaultMeasurementCount int32 = 1
+	// DefaultMeasurementInitialDelaySeconds is initialDelaySeconds' default, in seconds.
+	DefaultMeasurementInitialDelaySeconds int32 = 0
+	// DefaultFailureLimit is failureLimit's default, in failed measurements.
+	DefaultFailureLimit int32 = 0
+	// DefaultInconclusiveLimit is inconclusiveLimit's default, in inconclusive measurements.
+	DefaultInconclusiveLimit int32 = 0
 	// DefaultConsecutiveErrorLimit is consecutiveErrorLimit's default (Argo Rollouts' too).
 	DefaultConsecutiveErrorLimit int32 = 4
 	// DefaultMeasurementTimeoutSeconds is timeoutSeconds' default, in seconds.
@@ -173,15 +179,17 @@ func (m *Measurement) CountOrDefault() int32 {
 
 // InitialDelay returns initialDelaySeconds (default 0, at least 0) as a duration.
 func (m *Measurement) InitialDelay() time.Duration {
-	return time.Duration(max(0, ptr.Deref(m.InitialDelaySeconds, 0))) * time.Second
+	return time.Duration(max(0, ptr.Deref(m.InitialDelaySeconds, DefaultMeasurementInitialDelaySeconds))) * time.Second
 }
 
 // FailureLimitOrDefault returns failureLimit (default 0, at least 0).
-func (m *Measurement) FailureLimitOrDefault() int32 { return max(0, ptr.Deref(m.FailureLimit, 0)) }
+func (m *Measurement) FailureLimitOrDefault() int32 {
+	return max(0, ptr.Deref(m.FailureLimit, DefaultFailureLimit))
+}
 
 // InconclusiveLimitOrDefault returns inconclusiveLimit (default 0, at least 0).
 func (m *Measurement) InconclusiveLimitOrDefault() int32 {
-	return max(0, ptr.Deref(m.InconclusiveLimit, 0))
+	return max(0, ptr.Deref(m.InconclusiveLimit, DefaultInconclusiveLimit))
 }
 
 // ConsecutiveErrorLimitOrDefault returns consecutiveErrorLimit (default 4, at least 0).

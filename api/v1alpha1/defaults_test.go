@@ -107,6 +107,13 @@ func TestCRDDefaultsMatchGoConstants(t *testing.T) {
 		"strategy.checks.job.activeDeadlineSeconds": DefaultJobCheckActiveDeadlineSeconds,
 		"schema.check.backoffLimit":                 DefaultCheckBackoffLimit,
 		"schema.check.activeDeadlineSeconds":        DefaultCheckActiveDeadlineSeconds,
+		"strategy.checks.intervalSeconds":           DefaultMeasurementIntervalSeconds,
+		"strategy.checks.count":                     DefaultMeasurementCount,
+		"strategy.checks.initialDelaySeconds":       DefaultMeasurementInitialDelaySeconds,
+		"strategy.checks.failureLimit":              DefaultFailureLimit,
+		"strategy.checks.inconclusiveLimit":         DefaultInconclusiveLimit,
+		"strategy.checks.consecutiveErrorLimit":     DefaultConsecutiveErrorLimit,
+		"strategy.checks.timeoutSeconds":            DefaultMeasurementTimeoutSeconds,
 	}
 	got := specDefaults(t)
 	var paths []string
