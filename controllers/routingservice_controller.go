@@ -84,7 +84,7 @@ func (r *RoutingServiceReconciler) Reconcile(ctx context.Context, req ctrl.Reque
 	if len(plan.Measurements) > 0 {
 		// The planner is pure: it asks for the measurements of http and prometheus checks that
 		// are due, and decides again with them. Each is bounded by its check's timeoutSeconds.
-		observed.Measurements = r.pending.take(ctx, r.measurer(), req.NamespacedName, plan.Measurements, observed.Now)
+		observed.Measurements = r.pending.take(ctx, r.measurer(), rsvc, plan.Measurements, observed.Now)
 		plan = rollout.Compute(observed)
 	}
 

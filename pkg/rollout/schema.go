@@ -21,6 +21,10 @@ import (
 // a pod that never starts must still end in bounded time).
 const migrationGrace = 10 * time.Second
 
+// MigrationGrace is migrationGrace for tools outside the planner (pkg/preview): the grace past
+// activeDeadlineSeconds after which a migration, schema check or check Job counts as failed.
+const MigrationGrace = migrationGrace
+
 // podStopGrace bounds the wait for a migration attempt's pods to stop before the next attempt:
 // past it the RoutingService is Stalled, naming the Job whose pods do not stop (I3).
 const podStopGrace = 2 * time.Minute

@@ -1,0 +1,291 @@
+// Package preview says what applying a RoutingService manifest would do, before it is applied
+// (issue 12, `kubectl schemagate plan`): whether it starts a new revision, which migration runs,
+// which shards re-roll and in what order, how many pods each replaces, the availability floor, a
+// duration range from the deadlines, bake and checks, and the risky changes. It is pure: it reads
+// the manifest and, when there is one, the live object (its spec and status), nothing else.
+package preview
+
+import (
+	"fmt"
+	"slices"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/equality"
+
+	routingv1alpha1 "github.com/schemagate/schemagate/api/v1alpha1"
+	"github.com/schemagate/schemagate/pkg/rollout"
+	"github.com/schemagate/schemagate/pkg/schemaversion"
+)
+
+// Preview is what applying a manifest would do.
+type Preview struct {
+	Namespace string `json:"namespace,omitempty"`
+	Name      string `json:"name"`
+	// Live: the manifest was compared with the object in the cluster; otherwise with nothing
+	// (a RoutingService that does not exist yet, or --offline).
+	Live bool `json:"live"`
+	// Rollout: applying it starts a new revision, and pods are replaced shard by shard.
+	Rollout bool `json:"rollout"`
+	// CurrentRevision is the live spec's revision ("" without a live object); NextRevision the
+	// manifest's.
+	CurrentRevision string `json:"currentRevision,omitempty"`
+	NextRevision    string `json:"nextRevision"`
+	// Migration says which migration Job runs before any pod of the new revision.
+	Migration Migration `json:"migration"`
+	// Shards are the manifest's shards in promotion order, then the removed ones.
+	Shards []Shard `json:"shards"`
+	// Duration is the range the whole rollout should take: migration, then each shard that
+	// re-rolls (progress, bake, checks). Max is what the deadlines allow before a failure.
+	Duration Range `json:"duration"`
+	// Changes are the other changes (replicas, strategy, checks) that start no rollout.
+	Changes []string `json:"changes,omitempty"`
+	// Risks are the changes a reviewer should look at twice.
+	Risks []Risk `json:"risks,omitempty"`
+}
+
+// Migration is the schema part of a preview.
+type Migration struct {
+	// From is the confirmed schema version (status.schema.confirmedVersion of the live object;
+	// "" when unknown); To is the manifest's spec.schema.version.
+	From string `json:"from,omitempty"`
+	To   string `json:"to"`
+	// Runs: a migration Job runs (the confirmed version is below To, or unknown).
+	Runs bool `json:"runs"`
+	// Deadline bounds it: activeDeadlineSeconds (plus a schema check after it, when configured).
+	Deadline time.Duration `json:"deadline"`
+}
+
+// Shard is one shard's part of a preview.
+type Shard struct {
+	Name string `json:"name"`
+	// Order is its place in promotion order, from 1; 0 for a removed shard.
+	Order int `json:"order"`
+	// Replicas: the manifest's (the live one's for a removed shard); LiveReplicas: the live spec's.
+	Replicas     int32 `json:"replicas"`
+	LiveReplicas int32 `json:"liveReplicas,omitempty"`
+	// Action is "re-roll" (every pod replaced by the new revision), "create" (a new shard),
+	// "scale" (replicas only), "remove" (scaled to 0 and deleted at once), or "none".
+	Action string `json:"action"`
+	// Replaced is how many pods the new revision replaces; Floor the fewest available pods the
+	// shard keeps meanwhile (replicas - maxUnavailable); Surge the extra pods it may run.
+	Replaced int32 `json:"replaced"`
+	Floor    int32 `json:"floor"`
+	Surge    int32 `json:"surge"`
+	// Duration is this shard's step: progress, then bake and checks (pre-checks before).
+	Duration Range `json:"duration"`
+}
+
+// Range is a duration range.
+type Range struct {
+	Min time.Duration `json:"min"`
+	Max time.Duration `json:"max"`
+}
+
+func (r Range) add(o Range) Range { return Range{Min: r.Min + o.Min, Max: r.Max + o.Max} }
+
+// Risk is a change worth a second look, with the field it comes from.
+type Risk struct {
+	Field   string `json:"field"`
+	Message string `json:"message"`
+}
+
+// Compute compares next (the manifest, CRD defaults applied or not) with live (nil: no object
+// in the cluster).
+func Compute(live, next *routingv1alpha1.RoutingService) Preview {
+	p := Preview{Namespace: next.Namespace, Name: next.Name, Live: live != nil, NextRevision: rollout.Revision(&next.Spec)}
+	if live != nil {
+		p.CurrentRevision = rollout.Revision(&live.Spec)
+	}
+	p.Rollout = p.CurrentRevision != p.NextRevision
+	p.migration(live, next)
+	p.shards(live, next)
+	p.changes(live, next)
+	p.risks(live, next)
+	p.Duration = Range{Max: p.Migration.Deadline}
+	for _, s := range p.Shards {
+		p.Duration = p.Duration.add(s.Duration)
+	}
+	return p
+}
+
+func (p *Preview) migration(live, next *routingv1alpha1.RoutingService) {
+	m := Migration{To: next.Spec.Schema.Version}
+	if live != nil {
+		m.From = live.Status.Schema.ConfirmedVersion
+	}
+	m.Runs = m.From == "" || !schemaversion.AtLeast(m.From, m.To)
+	if m.Runs {
+		m.Deadline = seconds(next.Spec.Schema.Migration.ActiveDeadlineSecondsOrDefault()) + rollout.MigrationGrace
+		if c := next.Spec.Schema.Check; c != nil && c.AfterMigration {
+			m.Deadline += seconds(c.ActiveDeadlineSecondsOrDefault()) + rollout.MigrationGrace
+		}
+	}
+	p.Migration = m
+}
+
+func (p *Preview) shards(live, next *routingv1alpha1.RoutingService) {
+	liveShards := map[string]routingv1alpha1.ShardSpec{}
+	if live != nil {
+		for _, s := range live.Spec.Shards {
+			liveShards[s.Name] = s
+		}
+	}
+	st := next.Spec.Strategy
+	for i, s := range next.Spec.Shards {
+		b := rollout.ResolveBudget(s.Replicas, st.MaxSurge, st.MaxUnavailable)
+		sh := Shard{Name: s.Name, Order: i + 1, Replicas: s.Replicas, Floor: b.MinAvailable(), Surge: b.Surge, Action: "none"}
+		old, existed := liveShards[s.Name]
+		if existed {
+			sh.LiveReplicas = old.Replicas
+		}
+		switch {
+		case !existed:
+			sh.Action, sh.Replaced = "create", 0
+			sh.Duration = stepDuration(next, s, b, i == 0)
+		case p.Rollout:
+			sh.Action, sh.Replaced = "re-roll", s.Replicas
+			sh.Duration = stepDuration(next, s, b, i == 0)
+		case old.Replicas != s.Replicas:
+			sh.Action = "scale"
+		}
+		p.Shards = append(p.Shards, sh)
+	}
+	if live == nil {
+		return
+	}
+	for _, s := range live.Spec.Shards {
+		if !slices.ContainsFunc(next.Spec.Shards, func(n routingv1alpha1.ShardSpec) bool { return n.Name == s.Name }) {
+			p.Shards = append(p.Shards, Shard{Name: s.Name, Replicas: s.Replicas, LiveReplicas: s.Replicas, Action: "remove"})
+		}
+	}
+}
+
+// stepDuration is a shard step's range. Min: one rolling wave per surge-and-unavailable batch
+// of minReadySeconds, then the bake and the shortest the checks can take; Max: the progress
+// deadline (past it the step fails), then the longer of the bake and the longest the checks may
+// take. Pre-checks come before either.
+func stepDuration(rsvc *routingv1alpha1.RoutingService, s routingv1alpha1.ShardSpec, b rollout.Budget, first bool) Range {
+	st := rsvc.Spec.Strategy
+	batch := max(1, b.Surge+b.Unavailable)
+	waves := (s.Replicas + batch - 1) / batch
+	r := Range{Min: time.Duration(waves) * seconds(int64(st.MinReadySecondsOrDefault())), Max: st.ProgressDeadline()}
+	bake := st.Bake()
+	var checkMin, checkMax, preMin, preMax time.Duration
+	for i := range st.Checks {
+		c := &st.Checks[i]
+		lo, hi := checkRange(c)
+		if c.Runs(routingv1alpha1.CheckWhenBake) && !c.DryRun {
+			checkMin, checkMax = max(checkMin, lo), max(checkMax, hi)
+		}
+		if c.Runs(routingv1alpha1.CheckWhenBeforeStart) && !c.DryRun {
+			preMin, preMax = max(preMin, lo), max(preMax, hi)
+		}
+	}
+	if sc := rsvc.Spec.Schema.Check; sc != nil && sc.BeforeEachShard && !first {
+		preMax = max(preMax, seconds(sc.ActiveDeadlineSecondsOrDefault())+rollout.MigrationGrace)
+	}
+	r.Min += preMin + max(bake, checkMin)
+	r.Max += preMax + max(bake, checkMax)
+	return r
+}
+
+// checkRange is how long one check takes: a measured check takes initialDelaySeconds plus
+// count-1 intervals at least, and at most that plus consecutiveErrorLimit more intervals each
+// ending in a timeout; a Job check takes anything up to activeDeadlineSeconds + 10 s.
+func checkRange(c *routingv1alpha1.ShardCheck) (time.Duration, time.Duration) {
+	if c.Job != nil {
+		return 0, seconds(c.Job.ActiveDeadlineSecondsOrDefault()) + rollout.MigrationGrace
+	}
+	m := &c.Measurement
+	lo := m.InitialDelay() + time.Duration(m.CountOrDefault()-1)*m.Interval()
+	extra := m.ConsecutiveErrorLimitOrDefault() + m.InconclusiveLimitOrDefault() + m.FailureLimitOrDefault()
+	hi := m.InitialDelay() + time.Duration(m.CountOrDefault()-1+extra)*m.Interval() + time.Duration(m.CountOrDefault()+extra)*m.Timeout()
+	return lo, hi
+}
+
+func (p *Preview) changes(live, next *routingv1alpha1.RoutingService) {
+	if live == nil {
+		return
+	}
+	l, n := live.Spec, next.Spec
+	if !equality.Semantic.DeepEqual(l.Strategy.Checks, n.Strategy.Checks) {
+		p.Changes = append(p.Changes, fmt.Sprintf("spec.strategy.checks: %d → %d checks (they apply from the next shard step)", len(l.Strategy.Checks), len(n.Strategy.Checks)))
+	}
+	ls, ns := l.Strategy, n.Strategy
+	ls.Checks, ns.Checks = nil, nil
+	if !equality.Semantic.DeepEqual(ls, ns) {
+		p.Changes = append(p.Changes, "spec.strategy changes (surge, bake, deadlines or failure policy): no new revision")
+	}
+	if !equality.Semantic.DeepEqual(l.Schema.Migration, n.Schema.Migration) && l.Schema.Version == n.Schema.Version {
+		p.Changes = append(p.Changes, "spec.schema.migration changes without a new spec.schema.version: no migration runs for it (the version is migrated once)")
+	}
+	if l.Paused != n.Paused {
+		p.Changes = append(p.Changes, fmt.Sprintf("spec.paused: %v → %v", l.Paused, n.Paused))
+	}
+	for _, s := range p.Shards {
+		if s.Action == "scale" {
+			p.Changes = append(p.Changes, fmt.Sprintf("shard %s: replicas %d → %d", s.Name, s.LiveReplicas, s.Replicas))
+		}
+	}
+}
+
+func (p *Preview) risks(live, next *routingv1alpha1.RoutingService) {
+	n := next.Spec
+	if next.Spec.Strategy.FailurePolicyOrDefault() == routingv1alpha1.FailurePolicyHalt && p.Rollout {
+		p.Risks = append(p.Risks, Risk{"spec.strategy.failurePolicy", "Halt: a failed shard stays on the failed revision until a person acts"})
+	}
+	for _, s := range p.Shards {
+		if s.Action != "remove" && s.Replicas > 0 && s.Floor < s.Replicas && p.Rollout {
+			p.Risks = append(p.Risks, Risk{"spec.strategy.maxUnavailable", fmt.Sprintf("shard %s may drop to %d of %d available pods while it re-rolls", s.Name, s.Floor, s.Replicas)})
+		}
+	}
+	if live == nil {
+		return
+	}
+	l := live.Spec
+	if schemaversion.Valid(l.Schema.Version) && schemaversion.Valid(n.Schema.Version) && !schemaversion.AtLeast(n.Schema.Version, l.Schema.Version) {
+		p.Risks = append(p.Risks, Risk{"spec.schema.version", fmt.Sprintf("goes down from %s to %s: schemagate never migrates down, so the new revision runs on a schema-%s database; safe only if that change was expand-only",
+			l.Schema.Version, n.Schema.Version, maxVersion(live.Status.Schema.ConfirmedVersion, l.Schema.Version))})
+	}
+	var liveOrder, nextOrder []string
+	for _, s := range l.Shards {
+		if slices.ContainsFunc(n.Shards, func(x routingv1alpha1.ShardSpec) bool { return x.Name == s.Name }) {
+			liveOrder = append(liveOrder, s.Name)
+		}
+	}
+	for _, s := range n.Shards {
+		if slices.Contains(liveOrder, s.Name) {
+			nextOrder = append(nextOrder, s.Name)
+		}
+	}
+	if !slices.Equal(liveOrder, nextOrder) {
+		p.Risks = append(p.Risks, Risk{"spec.shards", fmt.Sprintf("the shard order changes (%v → %v): the revision covers every shard's nodeSelector in order, so every shard re-rolls, in the new order", liveOrder, nextOrder)})
+	}
+	for _, s := range n.Shards {
+		for _, o := range l.Shards {
+			if o.Name == s.Name && !equality.Semantic.DeepEqual(o.NodeSelector, s.NodeSelector) && !(len(o.NodeSelector) == 0 && len(s.NodeSelector) == 0) {
+				p.Risks = append(p.Risks, Risk{"spec.shards[" + s.Name + "].nodeSelector", fmt.Sprintf("changes: every shard re-rolls, not only %s (the revision covers every shard's nodeSelector)", s.Name)})
+			}
+		}
+	}
+	for _, s := range p.Shards {
+		switch {
+		case s.Action == "remove":
+			p.Risks = append(p.Risks, Risk{"spec.shards", fmt.Sprintf("shard %s is removed: its %d pods are scaled to 0 and its ReplicaSets deleted at once, not step by step", s.Name, s.Replicas)})
+		case s.Replicas == 0 && s.LiveReplicas > 0:
+			p.Risks = append(p.Risks, Risk{"spec.shards[" + s.Name + "].replicas", fmt.Sprintf("0: shard %s stops serving", s.Name)})
+		}
+	}
+	if len(l.Strategy.Checks) > 0 && len(n.Strategy.Checks) == 0 {
+		p.Risks = append(p.Risks, Risk{"spec.strategy.checks", "every check is removed: shards are judged by pod readiness alone"})
+	}
+}
+
+func maxVersion(a, b string) string {
+	if a != "" && schemaversion.Valid(a) && schemaversion.AtLeast(a, b) {
+		return a
+	}
+	return b
+}
+
+func seconds[T int32 | int64](n T) time.Duration { return time.Duration(n) * time.Second }

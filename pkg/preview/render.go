@@ -1,0 +1,93 @@
+package preview
+
+import (
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+	"time"
+)
+
+// Write prints p for people: what happens, in the order it happens, then the risks.
+func (p Preview) Write(w io.Writer) error {
+	var b strings.Builder
+	against := "compared with the live object"
+	if !p.Live {
+		against = "not in the cluster (or --offline): compared with nothing"
+	}
+	name := p.Name
+	if p.Namespace != "" {
+		name = p.Namespace + "/" + name
+	}
+	fmt.Fprintf(&b, "RoutingService %s, %s\n", name, against)
+	switch {
+	case !p.Live:
+		fmt.Fprintf(&b, "Revision:  %s: every shard is created, one at a time\n", p.NextRevision)
+	case p.Rollout:
+		fmt.Fprintf(&b, "Revision:  %s → %s: a rollout; every shard re-rolls, one at a time\n", p.CurrentRevision, p.NextRevision)
+	default:
+		fmt.Fprintf(&b, "Revision:  %s (unchanged): no rollout, no pod replaced\n", p.CurrentRevision)
+	}
+	m := p.Migration
+	switch {
+	case !m.Runs:
+		fmt.Fprintf(&b, "Migration: none (schema %s confirmed; %s required)\n", m.From, m.To)
+	case m.From == "":
+		fmt.Fprintf(&b, "Migration: a Job brings the database to schema %s first, unless a report says it is there (deadline %s)\n", m.To, m.Deadline)
+	default:
+		fmt.Fprintf(&b, "Migration: schema %s → %s: a Job runs first (deadline %s); no pod needing %s runs before it is confirmed\n", m.From, m.To, m.Deadline, m.To)
+	}
+	b.WriteString("Shards, in promotion order:\n")
+	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
+	for _, s := range p.Shards {
+		order := fmt.Sprintf("%d.", s.Order)
+		if s.Order == 0 {
+			order = "-"
+		}
+		what := s.Action
+		switch s.Action {
+		case "re-roll":
+			what = fmt.Sprintf("re-roll: %d pods replaced, at least %d of %d available, surge %d", s.Replaced, s.Floor, s.Replicas, s.Surge)
+		case "create":
+			what = fmt.Sprintf("create: %d pods", s.Replicas)
+		case "scale":
+			what = fmt.Sprintf("scale: %d → %d pods", s.LiveReplicas, s.Replicas)
+		case "remove":
+			what = fmt.Sprintf("remove: %d pods deleted at once", s.Replicas)
+		case "none":
+			what = "unchanged"
+		}
+		dur := ""
+		if s.Duration.Max > 0 {
+			dur = s.Duration.String()
+		}
+		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\n", order, s.Name, what, dur)
+	}
+	_ = tw.Flush()
+	if p.Duration.Max > 0 {
+		fmt.Fprintf(&b, "Duration:  %s (min: bake, checks and minReadySeconds; max: every deadline)\n", p.Duration)
+	}
+	if len(p.Changes) > 0 {
+		b.WriteString("Other changes:\n")
+		for _, c := range p.Changes {
+			fmt.Fprintf(&b, "  - %s\n", c)
+		}
+	}
+	if len(p.Risks) > 0 {
+		b.WriteString("Risks:\n")
+		for _, r := range p.Risks {
+			fmt.Fprintf(&b, "  ! %s: %s\n", r.Field, r.Message)
+		}
+	}
+	lines := strings.Split(b.String(), "\n")
+	for i := range lines {
+		lines[i] = strings.TrimRight(lines[i], " ")
+	}
+	_, err := io.WriteString(w, strings.Join(lines, "\n"))
+	return err
+}
+
+// String is "min – max".
+func (r Range) String() string { return fmt.Sprintf("%s – %s", round(r.Min), round(r.Max)) }
+
+func round(d time.Duration) time.Duration { return d.Round(time.Second) }
