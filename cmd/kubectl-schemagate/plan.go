@@ -1,23 +1,223 @@
 package main
 
 import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
 
 	"github.com/spf13/cobra"
+	"k8s.io/apimachinery/pkg/runtime"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
+	"sigs.k8s.io/yaml"
+
+	routingv1alpha1 "github.com/schemagate/schemagate/api/v1alpha1"
+	"github.com/schemagate/schemagate/pkg/preview"
+	"github.com/schemagate/schemagate/pkg/validate"
+)
+
+// planOptions are plan's flags.
+type planOptions struct {
+	file     string
+	offline  bool
+	exitCode bool
+	output   string
+}
+
+// Exit codes of plan --exit-code (the terraform plan -detailed-exitcode convention, with 1 for
+// errors and an invalid manifest).
+const (
+	planNoRollout = 0
+	planRollout   = 2
 )
 
 // newPlanCommand is `kubectl schemagate plan -f FILE [NAME]` (issue 12): what applying FILE would
-// do. Work in progress: the preview is being built in pkg/preview.
+// do, validated offline with the CRD's own schema and CEL rules (pkg/validate) and compared with
+// the live object unless --offline (pkg/preview).
 func newPlanCommand(flags *genericclioptions.ConfigFlags, streams genericiooptions.IOStreams) *cobra.Command {
-	_ = flags
-	_ = streams
-	return &cobra.Command{
+	o := &planOptions{}
+	cmd := &cobra.Command{
 		Use:   "plan -f FILE [NAME]",
-		Short: "Show what applying FILE would do to a RoutingService: revision, migration, shards, duration, risks",
-		RunE: func(*cobra.Command, []string) error {
-			return errors.New("plan is not built yet")
+		Short: "Show what applying FILE would do: revision, migration, shards, duration, risks",
+		Long: `plan reads a RoutingService manifest (FILE, or - for stdin; NAME picks one when FILE holds
+several), validates it as the API server would (the CRD's schema, defaults and CEL rules, offline),
+compares it with the live object (unless --offline or it does not exist yet) and prints what
+applying it would do: a new revision or not, the migration (from which schema version to which),
+which shards re-roll in what order, the pods each replaces and the availability floor, a duration
+range from the deadlines, bake and checks, and the risky changes (a lower schema version, a shard
+reorder or nodeSelector change that re-rolls every shard, a removed shard, ...).
+
+Exit codes: 0 success; 1 an error or an invalid manifest; with --exit-code, 2 when applying it
+starts a rollout (0 when it does not).`,
+		Example: `  kubectl schemagate plan -f edge-router.yaml
+  kustomize build overlays/prod | kubectl schemagate plan -f - edge-router --exit-code`,
+		Args: cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			name := ""
+			if len(args) == 1 {
+				name = args[0]
+			}
+			return o.run(cmd.Context(), flags, streams, name)
 		},
 	}
+	cmd.Flags().StringVarP(&o.file, "filename", "f", "", "the manifest (YAML or JSON; - reads stdin)")
+	cmd.Flags().BoolVar(&o.offline, "offline", false, "do not read the live object: compare with nothing")
+	cmd.Flags().BoolVar(&o.exitCode, "exit-code", false, "exit 2 when applying FILE starts a rollout, 0 when it does not")
+	cmd.Flags().StringVarP(&o.output, "output", "o", "", "json or yaml: print the preview as data")
+	_ = cmd.MarkFlagRequired("filename")
+	return cmd
+}
+
+func (o *planOptions) run(ctx context.Context, flags *genericclioptions.ConfigFlags, streams genericiooptions.IOStreams, name string) error {
+	if o.output != "" && o.output != "json" && o.output != "yaml" {
+		return fmt.Errorf("--output must be json or yaml, not %q", o.output)
+	}
+	var in io.Reader = streams.In
+	if o.file != "-" {
+		f, err := os.Open(o.file)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		in = f
+	}
+	obj, err := pickRoutingService(in, o.file, name)
+	if err != nil {
+		return err
+	}
+	u := obj
+	errs, err := validate.Object(ctx, u)
+	if err != nil {
+		return err
+	}
+	if len(errs) > 0 {
+		var b strings.Builder
+		fmt.Fprintf(&b, "The RoutingService %q is invalid (the API server would reject it):", nestedName(u))
+		for _, e := range errs {
+			fmt.Fprintf(&b, "\n  * %s", e.Error())
+		}
+		return &exitError{code: 1, err: errors.New(b.String())}
+	}
+	next := &routingv1alpha1.RoutingService{}
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u, next); err != nil {
+		return fmt.Errorf("%s: %w", o.file, err)
+	}
+	if next.Namespace == "" {
+		ns, _, err := flags.ToRawKubeConfigLoader().Namespace()
+		if err != nil && !o.offline {
+			return err
+		}
+		if ns == "" {
+			ns = "default"
+		}
+		next.Namespace = ns
+	}
+	var live *routingv1alpha1.RoutingService
+	if !o.offline {
+		c, err := newClients(flags)
+		if err != nil {
+			return fmt.Errorf("cannot reach the cluster (%w); --offline previews without it", err)
+		}
+		_, live, err = c.get(ctx, next.Namespace, next.Name)
+		var nf *notFoundError
+		switch {
+		case errors.As(err, &nf):
+			live = nil
+		case errors.Is(err, errCRDMissing):
+			fmt.Fprintf(streams.ErrOut, "note: %v; previewing as a new RoutingService\n", err)
+			live = nil
+		case err != nil:
+			return fmt.Errorf("%w (--offline previews without the cluster)", err)
+		}
+	}
+	p := preview.Compute(live, next)
+	switch o.output {
+	case "json":
+		b, err := json.MarshalIndent(p, "", "  ")
+		if err != nil {
+			return err
+		}
+		fmt.Fprintln(streams.Out, string(b))
+	case "yaml":
+		b, err := yaml.Marshal(p)
+		if err != nil {
+			return err
+		}
+		fmt.Fprint(streams.Out, string(b))
+	default:
+		if err := p.Write(streams.Out); err != nil {
+			return err
+		}
+	}
+	if o.exitCode && p.Rollout {
+		return &exitError{code: planRollout}
+	}
+	return nil
+}
+
+// pickRoutingService reads the documents of in and returns the RoutingService named name (or the
+// only one), decoded as the API server decodes a request body.
+func pickRoutingService(in io.Reader, file, name string) (map[string]any, error) {
+	r := utilyaml.NewYAMLReader(bufio.NewReader(in))
+	var found []map[string]any
+	var kinds []string
+	for {
+		doc, err := r.Read()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", file, err)
+		}
+		if len(bytes.TrimSpace(doc)) == 0 {
+			continue
+		}
+		obj, err := validate.Decode(doc)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", file, err)
+		}
+		if obj == nil {
+			continue
+		}
+		kind, _ := obj["kind"].(string)
+		apiVersion, _ := obj["apiVersion"].(string)
+		if kind != "RoutingService" || !strings.HasPrefix(apiVersion, routingv1alpha1.GroupVersion.Group+"/") {
+			kinds = append(kinds, fmt.Sprintf("%s %s", apiVersion, kind))
+			continue
+		}
+		if apiVersion != routingv1alpha1.GroupVersion.String() {
+			return nil, fmt.Errorf("%s: a RoutingService of %s; this plugin reads %s: upgrade the plugin", file, apiVersion, routingv1alpha1.GroupVersion)
+		}
+		if name == "" || nestedName(obj) == name {
+			found = append(found, obj)
+		}
+	}
+	switch {
+	case len(found) == 1:
+		return found[0], nil
+	case len(found) > 1:
+		var names []string
+		for _, f := range found {
+			names = append(names, nestedName(f))
+		}
+		return nil, fmt.Errorf("%s holds %d RoutingServices (%s): name one", file, len(found), strings.Join(names, ", "))
+	case name != "":
+		return nil, fmt.Errorf("%s holds no RoutingService named %q", file, name)
+	case len(kinds) > 0:
+		return nil, fmt.Errorf("%s holds no RoutingService (%s/RoutingService); it holds: %s", file, routingv1alpha1.GroupVersion, strings.Join(kinds, ", "))
+	}
+	return nil, fmt.Errorf("%s is empty", file)
+}
+
+func nestedName(obj map[string]any) string {
+	md, _ := obj["metadata"].(map[string]any)
+	n, _ := md["name"].(string)
+	return n
 }
