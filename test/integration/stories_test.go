@@ -9,6 +9,7 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	routingv1alpha1 "github.com/schemagate/schemagate/api/v1alpha1"
@@ -130,7 +131,14 @@ func TestStoryS03StaleEvidenceIsNotTrusted(t *testing.T) {
 	if err := k8s.Create(ctx, forged); err != nil {
 		t.Fatal(err)
 	}
-	if err := fake.finish(ctx, forged, true); err != nil {
+	// The fake cluster may be writing the new Job too (a conflict under load): finish it on a
+	// fresh read, as finishAttempt does.
+	if err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		if err := k8s.Get(ctx, client.ObjectKeyFromObject(forged), forged); err != nil {
+			return err
+		}
+		return fake.finish(ctx, forged, true)
+	}); err != nil {
 		t.Fatal(err)
 	}
 	kit.Update(t, ns, func(r *routingv1alpha1.RoutingService) {
