@@ -117,7 +117,7 @@ func (a *app) runStatus(ctx context.Context, name string, timeout time.Duration)
 	defer cancel()
 	res := cl.dyn.Resource(rsvcGVR).Namespace(ns)
 	byName := fields.OneTermEqualSelector("metadata.name", name).String()
-	lw := &cache.ListWatch{
+	lw := cache.ToListWatcherWithWatchListSemantics(&cache.ListWatch{
 		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
 			o.FieldSelector = byName
 			return res.List(ctx, o)
@@ -126,7 +126,7 @@ func (a *app) runStatus(ctx context.Context, name string, timeout time.Duration)
 			o.FieldSelector = byName
 			return res.Watch(ctx, o)
 		},
-	}
+	}, cl.dyn)
 	p := &conditionPrinter{w: a.streams.Out, now: a.now, printed: map[string]string{}}
 	var last *routingv1alpha1.RoutingService
 	var deleted bool
