@@ -75,7 +75,7 @@ demo: build cluster-binaries postgres ## Watch a schema-gated three-region rollo
 	exec $(BIN)/demo --router=$(BIN)/edge-router
 
 .PHONY: test-e2e
-test-e2e: build cluster-binaries prometheus-binary postgres ## End-to-end tests on the local cluster (real ReplicaSet, Job and scheduler controllers), and the incidents replayed with real routers, PostgreSQL and traffic.
+test-e2e: build cluster-binaries prometheus-binary postgres plugin ## End-to-end tests on the local cluster (real ReplicaSet, Job and scheduler controllers), and the incidents replayed with real routers, PostgreSQL and traffic.
 	go build -o $(BIN)/edge-router ./examples/edge-router
 	go build -o $(BIN)/schemagate-schema ./cmd/schemagate-schema
 	SCHEMAGATE_BIN=$(BIN) SCHEMAGATE_REQUIRE_PROMETHEUS=1 go test -tags e2e -timeout 20m -p 1 ./test/prometheus/ ./test/nodeagent/ ./test/e2e/ -count=1 -v
@@ -100,6 +100,10 @@ bench: ## Benchmarks of the rollout planner (prints a table).
 build: ## Build the manager binary.
 	go build -o $(BIN)/manager ./cmd
 	go build -o $(BIN)/schemagate-schema ./cmd/schemagate-schema
+
+.PHONY: plugin
+plugin: ## Build the kubectl plugin bin/kubectl-schemagate (put bin/ on PATH for `kubectl schemagate`).
+	go build -o $(BIN)/kubectl-schemagate ./cmd/kubectl-schemagate
 
 .PHONY: run
 run: manifests generate ## Run the manager against the cluster of the current kubeconfig.
