@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"os"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -10,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	fakediscovery "k8s.io/client-go/discovery/fake"
+	"sigs.k8s.io/yaml"
 
 	routingv1alpha1 "github.com/schemagate/schemagate/api/v1alpha1"
 )
@@ -359,6 +362,78 @@ func TestGetWatchEndsWhenDone(t *testing.T) {
 		res := runWith(w.clients(), w.now, "get", "rs-a", "-n", w.r.Namespace, "-w")
 		if res.code != code || !strings.Contains(res.out, "RoutingService/rs-a") || strings.Count(res.out, "Name:") != 1 {
 			t.Errorf("%s: exit %d (want %d)\n%s\n%s", state, res.code, code, res.out, res.err)
+		}
+	}
+}
+
+// The docs show get's screens as the golden files have them: a change of the tree shows in both.
+func TestDocsShowTheGoldenScreens(t *testing.T) {
+	doc, err := os.ReadFile(filepath.Join("..", "..", "docs", "kubectl-schemagate.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, state := range []string{"progressing", "shard-check-failed"} {
+		golden, err := os.ReadFile(filepath.Join("testdata", state+".golden"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(string(doc), string(golden)) {
+			t.Errorf("docs/kubectl-schemagate.md does not show testdata/%s.golden as it is", state)
+		}
+	}
+}
+
+// The krew manifest names the plugin's binary for linux and darwin, amd64 and arm64.
+func TestKrewManifest(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join("..", "..", "plugins", "schemagate.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m struct {
+		APIVersion string `json:"apiVersion"`
+		Kind       string `json:"kind"`
+		Metadata   struct {
+			Name string `json:"name"`
+		} `json:"metadata"`
+		Spec struct {
+			Version          string `json:"version"`
+			ShortDescription string `json:"shortDescription"`
+			Description      string `json:"description"`
+			Caveats          string `json:"caveats"`
+			Homepage         string `json:"homepage"`
+			Platforms        []struct {
+				Selector struct {
+					MatchLabels map[string]string `json:"matchLabels"`
+				} `json:"selector"`
+				URI    string `json:"uri"`
+				Sha256 string `json:"sha256"`
+				Bin    string `json:"bin"`
+				Files  []struct {
+					From string `json:"from"`
+					To   string `json:"to"`
+				} `json:"files"`
+			} `json:"platforms"`
+		} `json:"spec"`
+	}
+	if err := yaml.UnmarshalStrict(b, &m); err != nil {
+		t.Fatal(err)
+	}
+	if m.APIVersion != "krew.googlecontainertools.github.com/v1alpha2" || m.Kind != "Plugin" || m.Metadata.Name != "schemagate" ||
+		!strings.HasPrefix(m.Spec.Version, "v") || m.Spec.ShortDescription == "" || len(m.Spec.ShortDescription) > 50 || m.Spec.Description == "" {
+		t.Errorf("manifest %+v", m)
+	}
+	seen := map[string]bool{}
+	for _, p := range m.Spec.Platforms {
+		key := p.Selector.MatchLabels["os"] + "/" + p.Selector.MatchLabels["arch"]
+		seen[key] = true
+		if !regexp.MustCompile(`^[0-9a-f]{64}$`).MatchString(p.Sha256) || !strings.HasPrefix(p.URI, "https://") ||
+			!strings.Contains(p.URI, strings.ReplaceAll(key, "/", "_")) || p.Bin != "kubectl-schemagate" || len(p.Files) == 0 {
+			t.Errorf("platform %s: %+v", key, p)
+		}
+	}
+	for _, want := range []string{"linux/amd64", "linux/arm64", "darwin/amd64", "darwin/arm64"} {
+		if !seen[want] {
+			t.Errorf("no platform %s", want)
 		}
 	}
 }
