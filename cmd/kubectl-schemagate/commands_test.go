@@ -437,3 +437,35 @@ func TestKrewManifest(t *testing.T) {
 		}
 	}
 }
+
+// get -w redraws when the RoutingService changes and ends once the rollout is Ready.
+func TestGetWatchFollowsChanges(t *testing.T) {
+	w := newWorld(t, "progressing", "2026-11-30T06:52:00Z")
+	goldenStates[2].build(w)
+	cl := w.clients()
+	go func() {
+		time.Sleep(300 * time.Millisecond)
+		res := cl.dyn.Resource(rsvcGVR).Namespace(w.r.Namespace)
+		u, err := res.Get(context.Background(), "rs-a", metav1.GetOptions{})
+		if err != nil {
+			panic(err)
+		}
+		conds, _, _ := unstructured.NestedSlice(captured(t, "healthy").Object, "status", "conditions")
+		for _, c := range conds {
+			c.(map[string]any)["observedGeneration"] = int64(2)
+		}
+		_ = unstructured.SetNestedSlice(u.Object, conds, "status", "conditions")
+		if _, err := res.Update(context.Background(), u, metav1.UpdateOptions{}); err != nil {
+			panic(err)
+		}
+	}()
+	start := time.Now()
+	res := runWith(cl, w.now, "get", "rs-a", "-n", w.r.Namespace, "-w")
+	if res.code != 0 || time.Since(start) > 10*time.Second {
+		t.Fatalf("exit %d after %s: %s", res.code, time.Since(start), res.err)
+	}
+	frames := strings.Split(res.out, "Name:")[1:]
+	if len(frames) != 2 || !strings.Contains(frames[0], "Status:     Progressing") || !strings.Contains(frames[1], "Status:     Ready") {
+		t.Errorf("%d frames:\n%s", len(frames), res.out)
+	}
+}

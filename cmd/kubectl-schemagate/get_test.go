@@ -1,12 +1,18 @@
 package main
 
 import (
+	"bytes"
 	"encoding/json"
 	"flag"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
+
+	"k8s.io/cli-runtime/pkg/genericclioptions"
+	"k8s.io/cli-runtime/pkg/genericiooptions"
 )
 
 var update = flag.Bool("update", false, "rewrite testdata/*.golden from the current output")
@@ -175,6 +181,62 @@ func TestDoneOnlyForTheCurrentGeneration(t *testing.T) {
 		got := Summarize(r)
 		if got.State != want.State || got.Reason != want.Reason || got.Done != want.Done {
 			t.Errorf("%s: %+v, want %+v", state, got, want)
+		}
+	}
+}
+
+// On a terminal a frame overwrites the previous one line by line (no clear between frames, so no
+// flicker); elsewhere frames are appended, and only when they changed.
+func TestScreen(t *testing.T) {
+	var b strings.Builder
+	s := &screen{w: &b, tty: true}
+	s.draw("a\nb\n")
+	s.draw("c\n")
+	if want := "\x1b[H\x1b[2Ja\x1b[K\nb\x1b[K\n\x1b[J" + "\x1b[Hc\x1b[K\n\x1b[J"; b.String() != want {
+		t.Errorf("tty: %q, want %q", b.String(), want)
+	}
+	b.Reset()
+	s = &screen{w: &b}
+	s.draw("a\n")
+	s.draw("a\n")
+	s.draw("b\n")
+	if want := "a\n\nb\n"; b.String() != want {
+		t.Errorf("not a tty: %q, want %q", b.String(), want)
+	}
+}
+
+// Colours only on a terminal, and neither with --no-color nor with NO_COLOR set.
+func TestColors(t *testing.T) {
+	w := newWorld(t, "progress-deadline-exceeded", "2026-11-30T06:52:05Z")
+	goldenStates[5].build(w)
+	for _, tc := range []struct {
+		tty     bool
+		noColor string
+		args    []string
+		colored bool
+	}{
+		{true, "", nil, true},
+		{true, "1", nil, false},
+		{true, "", []string{"--no-color"}, false},
+		{false, "", nil, false},
+	} {
+		var out bytes.Buffer
+		streams := genericiooptions.IOStreams{In: bytes.NewReader(nil), Out: &out, ErrOut: &out}
+		a := newApp(genericclioptions.NewConfigFlags(false), streams)
+		a.now = func() time.Time { return w.now }
+		a.connect = func() (*clients, error) { return w.clients(), nil }
+		a.getenv = func(k string) string {
+			if k == "NO_COLOR" {
+				return tc.noColor
+			}
+			return ""
+		}
+		a.tty = func(io.Writer) bool { return tc.tty }
+		if code := run(append([]string{"get", "rs-a", "-n", w.r.Namespace}, tc.args...), streams, a); code != 1 && code != 0 {
+			t.Fatalf("exit %d: %s", code, out.String())
+		}
+		if got := strings.Contains(out.String(), "\x1b[31mStalled\x1b[0m"); got != tc.colored {
+			t.Errorf("tty %v NO_COLOR %q %v: coloured %v, want %v", tc.tty, tc.noColor, tc.args, got, tc.colored)
 		}
 	}
 }
