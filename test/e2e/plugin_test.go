@@ -128,6 +128,9 @@ func TestPluginGetWatchAndStatusReady(t *testing.T) {
 	expectContains(t, "status from the start", followed.r.out, "Reconciling=True Migrating", "Reconciling=True ShardProgressing: shard us-east",
 		"Reconciling=True ShardBaking: shard ap-south", "Ready=True RolloutComplete", "is ready: generation 1")
 	t.Logf("status from the start:\n%s", followed.r.out)
+	if w.err != "" || followed.r.err != "" {
+		t.Errorf("stderr of get -w: %q; of status: %q", w.err, followed.r.err)
+	}
 	if err := kit().HasCondition(t, ns, routingv1alpha1.ConditionReady, metav1.ConditionTrue, routingv1alpha1.ReasonRolloutComplete)(); err != nil {
 		t.Fatalf("get -w ended before the rollout was done: %v", err)
 	}
