@@ -142,3 +142,18 @@ func FuzzCompute(f *testing.F) {
 		Compute(nil, &n)
 	})
 }
+
+// docs/kubectl-schemagate.md shows the schema-bump preview exactly as the golden file has it.
+func TestDocsShowTheGolden(t *testing.T) {
+	doc, err := os.ReadFile(filepath.Join("..", "..", "docs", "kubectl-schemagate.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	golden, err := os.ReadFile(filepath.Join("testdata", "schema-bump.golden"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Contains(doc, golden) {
+		t.Fatal("docs/kubectl-schemagate.md does not show testdata/schema-bump.golden as it is")
+	}
+}
