@@ -538,13 +538,6 @@ func (p *planner) rollTowards(shard routingv1alpha1.ShardSpec, revision string, 
 		others = append(others, counts(rs))
 	}
 	newTarget, _ := Step(b, Counts{}, others)
-	// Step's scale-down of the others is not applied with the create (the next reconcile does
-	// it), so neither is the room it would make (Step's step 5).
-	asked := int32(0)
-	for _, o := range others {
-		asked += o.Spec
-	}
-	newTarget = max(0, min(newTarget, b.Replicas+b.Surge-asked))
 	p.act(Action{Kind: CreateReplicaSet, ReplicaSet: NewReplicaSet(p.rsvc, shard, revision, newTarget),
 		Note: fmt.Sprintf("%s: shard %s gets revision %s", why, shard.Name, revision)})
 }
@@ -565,6 +558,10 @@ func (p *planner) rollTowardsRS(shard routingv1alpha1.ShardSpec, target *appsv1.
 	}
 	newTarget, newOthers := Step(b, counts(target), otherCounts)
 	revision := target.Labels[LabelRevision]
+	if newTarget != replicasOf(target) && (newTarget < replicasOf(target) || p.mayRun(target)) {
+		p.act(Action{Kind: ScaleReplicaSet, ReplicaSet: target, Replicas: newTarget,
+			Note: fmt.Sprintf("%s: revision %s in shard %s (replicas %d, surge %d)", why, revision, shard.Name, b.Replicas, b.Surge)})
+	}
 	for i, rs := range others {
 		if newOthers[i] != replicasOf(rs) && (newOthers[i] < replicasOf(rs) || p.mayRun(rs)) {
 			verb := "scale down"
@@ -574,13 +571,6 @@ func (p *planner) rollTowardsRS(shard routingv1alpha1.ShardSpec, target *appsv1.
 			p.act(Action{Kind: ScaleReplicaSet, ReplicaSet: rs, Replicas: newOthers[i],
 				Note: fmt.Sprintf("%s: %s revision %s in shard %s, keeping %d available", why, verb, rs.Labels[LabelRevision], shard.Name, b.MinAvailable())})
 		}
-	}
-	// Then target: the reconciler applies actions in order and stops at the first error, so a
-	// scale-up that uses the room a scale-down makes (Step's step 5) is never applied without
-	// it, and the shard never asks for more than replicas + surge pods.
-	if newTarget != replicasOf(target) && (newTarget < replicasOf(target) || p.mayRun(target)) {
-		p.act(Action{Kind: ScaleReplicaSet, ReplicaSet: target, Replicas: newTarget,
-			Note: fmt.Sprintf("%s: revision %s in shard %s (replicas %d, surge %d)", why, revision, shard.Name, b.Replicas, b.Surge)})
 	}
 }
 

@@ -74,8 +74,8 @@ func (b Budget) MinAvailable() int32 { return b.Replicas - b.Unavailable }
 // Worked example, replicas 3, surge 1, unavailable 0, old at 3/3 available:
 //
 //	step 1: new 0→1 (total 4 = 3+1); old stays 3 (available 3, none spare)
-//	step 2: new 1/1 available → 4 available, 1 spare → old 3→2; total 3 → new 1→2 (step 5)
-//	step 3: new 2/2 available → old 2→1, new 2→3; step 4: new 3/3 → old 1→0.
+//	step 2: new 1/1 available → 4 available, 1 spare → old 3→2; total 3 → new 1→2
+//	…until new 3/3 and old 0.
 //
 // Resized mid-step, old 3/3 and new 1 never ready: replicas 3→8 (surge 2) grows old 3→8 and
 // leaves new at 1; back 8→3 (surge 1) takes new's unready pod first and old 8→3, never above 4.
@@ -145,21 +145,6 @@ func Step(b Budget, target Counts, others []Counts) (int32, []int32) {
 		d := min(out[i], spare, o.Available)
 		out[i] -= d
 		spare -= d
-	}
-
-	// 5. Scale up again into the room step 4 made: replacing an old pod by a new one is one
-	// step, not two (the Deployment controller scales up and down in separate syncs, each a
-	// round trip through the ReplicaSet controller; issue 13). Still never more than
-	// Replicas+Surge pods asked for, and availability is step 4's, which only available pods
-	// count towards.
-	if newTarget < b.Replicas {
-		asked := newTarget
-		for _, n := range out {
-			asked += n
-		}
-		if room := b.Replicas + b.Surge - asked; room > 0 {
-			newTarget = min(b.Replicas, newTarget+room)
-		}
 	}
 	return newTarget, out
 }
