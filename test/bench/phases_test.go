@@ -1,0 +1,490 @@
+//go:build bench
+
+package bench
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/common/model"
+	appsv1 "k8s.io/api/apps/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	routingv1alpha1 "github.com/schemagate/schemagate/api/v1alpha1"
+	"github.com/schemagate/schemagate/test/story"
+)
+
+// Phases of one N.
+const (
+	phaseDeployments = "Deployments v1 → v2"
+	phaseImage       = "RoutingServices v1 → v2 (same schema)"
+	phaseSchema      = "RoutingServices v2 → v3 + schema 2"
+	phaseIdle        = "idle 60 s after convergence"
+)
+
+// idleWindow is how long the idle phase watches the converged RoutingServices.
+const idleWindow = 60 * time.Second
+
+type bench struct {
+	w       *watcher
+	sampler *sampler
+	// rawDir receives each phase's metrics at its two ends and its pods per second.
+	rawDir string
+}
+
+// sample is one per-second reading of the manager's metrics.
+type sample struct {
+	at         time.Time
+	rss        float64
+	writes     float64
+	reconciles float64
+}
+
+// sampler scrapes the manager's metrics every second: its resident memory (the peak of each
+// phase), and its writes and reconciles (when, within the idle window, they happened).
+type sampler struct {
+	mu      sync.Mutex
+	samples []sample
+}
+
+func startSampler(ctx context.Context, src *source) *sampler {
+	s := &sampler{}
+	go func() {
+		tick := time.NewTicker(time.Second)
+		defer tick.Stop()
+		for {
+			if v, err := src.scrape(ctx); err == nil {
+				s.mu.Lock()
+				s.samples = append(s.samples, sample{at: time.Now(),
+					rss:        sum(v, "process_resident_memory_bytes", nil, nil),
+					writes:     sum(v, "rest_client_requests_total", nil, isWrite),
+					reconciles: sum(v, "controller_runtime_reconcile_total", map[string]string{"controller": "routingservice"}, nil),
+				})
+				s.mu.Unlock()
+			}
+			select {
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+			}
+		}
+	}()
+	return s
+}
+
+// within returns the samples taken in [from, to].
+func (s *sampler) within(from, to time.Time) []sample {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []sample
+	for _, x := range s.samples {
+		if !x.at.Before(from) && !x.at.After(to) {
+			out = append(out, x)
+		}
+	}
+	return out
+}
+
+// snapshot is everything read at one phase boundary.
+type snapshot struct {
+	at  time.Time
+	mgr model.Vector
+	kcm model.Vector
+	api model.Vector
+	w   counts
+}
+
+func (b *bench) snap(ctx context.Context, t *testing.T) snapshot {
+	t.Helper()
+	s := snapshot{at: time.Now(), w: b.w.snapshot()}
+	var err error
+	if s.mgr, err = mgrMetrics.scrape(ctx); err != nil {
+		t.Fatalf("the manager's metrics: %v", err)
+	}
+	if s.api, err = apiMetrics.scrape(ctx); err != nil {
+		t.Fatalf("kube-apiserver's metrics: %v", err)
+	}
+	if kcmMetrics.unreachable == "" {
+		if s.kcm, err = kcmMetrics.scrape(ctx); err != nil {
+			t.Logf("kube-controller-manager's metrics: %v", err)
+		}
+	}
+	return s
+}
+
+// phaseResult is one row of the table.
+type phaseResult struct {
+	n       int
+	phase   string
+	objects int // Deployments or RoutingServices changed
+	wall    time.Duration
+	// Manager: writes (POST/PUT/PATCH/DELETE) and those not answered 2xx; reconciles by result;
+	// reconcile duration quantiles (s); CPU seconds; peak resident memory (bytes).
+	mgrWrites, mgrFailed float64
+	reconciles           map[string]float64
+	p50, p99             float64
+	cpu, peakRSS         float64
+	// kube-controller-manager: writes, and the seconds its clients waited in their client-side
+	// rate limiters (summed over requests) for how many requests; kcmOK false when unreachable.
+	kcmOK                      bool
+	kcmWrites                  float64
+	kcmThrottled, kcmThrottleN float64
+	// Pods: created (kube-apiserver's POST pods), the most first seen by the bench in one second.
+	podCreates float64
+	podPeak    int
+	// The watcher's breakdown of writes to schemagate's objects, and status writes by the
+	// fields they changed.
+	breakdown     map[string]int
+	statusChanges map[string]int
+	// Gate latency (the schema phase): from the migration Job seen Complete to the first
+	// ReplicaSet of the new revision seen, over the RoutingServices; gateMissing lists those
+	// without both.
+	gate        []time.Duration
+	gateMissing []string
+	// drain is how long the phase waited for a quiet kube-controller-manager before it began.
+	drain time.Duration
+	// Idle: manager writes and reconciles after the first 5 s of the window.
+	lateWrites, lateReconciles float64
+	// kube-apiserver: every client's writes by "VERB resource[/subresource]", answered 2xx, and
+	// those answered 409 Conflict.
+	apiWrites, apiConflicts map[string]float64
+	// kube-controller-manager's work queues (replicaset, deployment, job): mean time an item
+	// waited in the queue and mean time a sync took (s), over the phase.
+	kcmQueue map[string][2]float64
+}
+
+// result computes a phase's row from its two snapshots.
+func (b *bench) result(n int, phase string, objects int, s0, s1 snapshot) phaseResult {
+	r := phaseResult{n: n, phase: phase, objects: objects, wall: s1.at.Sub(s0.at), reconciles: map[string]float64{},
+		breakdown: map[string]int{}, statusChanges: map[string]int{}}
+	delta := func(v0, v1 model.Vector, name string, want map[string]string, keep func(model.Metric) bool) float64 {
+		return sum(v1, name, want, keep) - sum(v0, name, want, keep)
+	}
+	r.mgrWrites = delta(s0.mgr, s1.mgr, "rest_client_requests_total", nil, isWrite)
+	r.mgrFailed = delta(s0.mgr, s1.mgr, "rest_client_requests_total", nil, failedWrite)
+	ctl := map[string]string{"controller": "routingservice"}
+	for _, res := range []string{"success", "error", "requeue", "requeue_after"} {
+		r.reconciles[res] = delta(s0.mgr, s1.mgr, "controller_runtime_reconcile_total", map[string]string{"controller": "routingservice", "result": res}, nil)
+	}
+	bs := bucketDelta(buckets(s0.mgr, "controller_runtime_reconcile_time_seconds", ctl), buckets(s1.mgr, "controller_runtime_reconcile_time_seconds", ctl))
+	r.p50, r.p99 = quantile(0.5, bs), quantile(0.99, bs)
+	r.cpu = delta(s0.mgr, s1.mgr, "process_cpu_seconds_total", nil, nil)
+	r.peakRSS = math.Max(sum(s0.mgr, "process_resident_memory_bytes", nil, nil), sum(s1.mgr, "process_resident_memory_bytes", nil, nil))
+	samples := b.sampler.within(s0.at, s1.at)
+	for _, x := range samples {
+		r.peakRSS = math.Max(r.peakRSS, x.rss)
+	}
+	if s0.kcm != nil && s1.kcm != nil {
+		r.kcmOK = true
+		r.kcmWrites = delta(s0.kcm, s1.kcm, "rest_client_requests_total", nil, isWrite)
+		r.kcmThrottled = delta(s0.kcm, s1.kcm, "rest_client_rate_limiter_duration_seconds_sum", nil, nil)
+		r.kcmThrottleN = delta(s0.kcm, s1.kcm, "rest_client_rate_limiter_duration_seconds_count", nil, nil)
+	}
+	if r.kcmOK {
+		r.kcmQueue = map[string][2]float64{}
+		for _, q := range []string{"replicaset", "deployment", "job"} {
+			want := map[string]string{"name": q}
+			mean := func(m string) float64 {
+				n := delta(s0.kcm, s1.kcm, m+"_count", want, nil)
+				if n == 0 {
+					return 0
+				}
+				return delta(s0.kcm, s1.kcm, m+"_sum", want, nil) / n
+			}
+			r.kcmQueue[q] = [2]float64{mean("workqueue_queue_duration_seconds"), mean("workqueue_work_duration_seconds")}
+		}
+	}
+	r.apiWrites, r.apiConflicts = apiWrites(s0.api, s1.api)
+	b.dump(r, s0, s1)
+	r.podCreates = delta(s0.api, s1.api, "apiserver_request_total", map[string]string{"verb": "POST", "resource": "pods", "subresource": ""}, nil)
+	_, r.podPeak = b.w.podRate(s0.at, s1.at)
+	for k, v := range s1.w.writes {
+		if d := v - s0.w.writes[k]; d != 0 {
+			r.breakdown[k] = d
+		}
+	}
+	for k, v := range s1.w.statusChanges {
+		if d := v - s0.w.statusChanges[k]; d != 0 {
+			r.statusChanges[k] = d
+		}
+	}
+	return r
+}
+
+// dump writes a phase's raw evidence under rawDir: the samples of each source at both ends (the
+// manager's without the Go runtime's, kube-controller-manager's client and work queue metrics,
+// kube-apiserver's request counts) and the pods first seen per second.
+func (b *bench) dump(r phaseResult, s0, s1 snapshot) {
+	if b.rawDir == "" {
+		return
+	}
+	slug := fmt.Sprintf("N%d-%s", r.n, strings.Map(func(c rune) rune {
+		if c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' {
+			return c
+		}
+		return '-'
+	}, strings.SplitN(r.phase, " (", 2)[0]))
+	keep := map[string]func(string) bool{
+		"manager": func(n string) bool { return !strings.HasPrefix(n, "go_") },
+		"kcm": func(n string) bool {
+			return strings.HasPrefix(n, "rest_client_") || strings.HasPrefix(n, "workqueue_") || strings.HasPrefix(n, "process_")
+		},
+		"apiserver": func(n string) bool { return n == "apiserver_request_total" },
+	}
+	for _, end := range []struct {
+		name string
+		s    snapshot
+	}{{"begin", s0}, {"end", s1}} {
+		for src, v := range map[string]model.Vector{"manager": end.s.mgr, "kcm": end.s.kcm, "apiserver": end.s.api} {
+			var lines []string
+			for _, x := range v {
+				if keep[src](string(x.Metric[model.MetricNameLabel])) {
+					lines = append(lines, fmt.Sprintf("%s %v", x.Metric, x.Value))
+				}
+			}
+			sort.Strings(lines)
+			_ = os.WriteFile(filepath.Join(b.rawDir, fmt.Sprintf("%s.%s.%s.txt", slug, end.name, src)), []byte(strings.Join(lines, "\n")+"\n"), 0o644)
+		}
+	}
+	var csv strings.Builder
+	csv.WriteString("second,pods_first_seen\n")
+	for i, c := range b.w.podsPerSecond(s0.at, s1.at) {
+		fmt.Fprintf(&csv, "%d,%d\n", i, c)
+	}
+	_ = os.WriteFile(filepath.Join(b.rawDir, slug+".pods-per-second.csv"), []byte(csv.String()), 0o644)
+}
+
+// apiWrites is kube-apiserver's count of write requests over a phase by "VERB resource" (with
+// "/subresource" when there is one), answered 2xx and answered 409.
+func apiWrites(v0, v1 model.Vector) (ok, conflicts map[string]float64) {
+	ok, conflicts = map[string]float64{}, map[string]float64{}
+	add := func(v model.Vector, sign float64) {
+		for _, s := range v {
+			m := s.Metric
+			if m[model.MetricNameLabel] != "apiserver_request_total" {
+				continue
+			}
+			switch m["verb"] {
+			case "POST", "PUT", "PATCH", "DELETE", "APPLY", "DELETECOLLECTION":
+			default:
+				continue
+			}
+			key := string(m["verb"]) + " " + string(m["resource"])
+			if m["subresource"] != "" {
+				key += "/" + string(m["subresource"])
+			}
+			switch code := string(m["code"]); {
+			case code == "409":
+				conflicts[key] += sign * float64(s.Value)
+			case len(code) == 3 && code[0] == '2':
+				ok[key] += sign * float64(s.Value)
+			}
+		}
+	}
+	add(v1, 1)
+	add(v0, -1)
+	for _, m := range []map[string]float64{ok, conflicts} {
+		for k, v := range m {
+			if v == 0 {
+				delete(m, k)
+			}
+		}
+	}
+	return ok, conflicts
+}
+
+// timeout bounds a wait for n objects' rollouts.
+func timeout(n int) time.Duration { return 5*time.Minute + time.Duration(n)*4*time.Second }
+
+// quiet waits, before a phase, until kube-controller-manager and the manager have written nothing
+// for 3 s (at most 3 min), and returns how long that took. kube-controller-manager's controllers
+// post their Events through their own rate-limited clients, so a busy step leaves a backlog of
+// Events that drains for a minute or more afterwards and would eat into the next phase's budget.
+// Without kube-controller-manager's metrics it waits 3 s.
+func (b *bench) quiet(ctx context.Context) time.Duration {
+	start := time.Now()
+	if kcmMetrics.unreachable != "" {
+		time.Sleep(3 * time.Second)
+		return time.Since(start)
+	}
+	last, still := -1.0, 0
+	for time.Since(start) < 3*time.Minute {
+		k, err1 := kcmMetrics.scrape(ctx)
+		m, err2 := mgrMetrics.scrape(ctx)
+		if err1 == nil && err2 == nil {
+			writes := sum(k, "rest_client_requests_total", nil, isWrite) + sum(m, "rest_client_requests_total", nil, isWrite)
+			if writes == last {
+				still++
+			} else {
+				still = 0
+			}
+			last = writes
+			if still >= 3 {
+				return time.Since(start)
+			}
+		}
+		time.Sleep(time.Second)
+	}
+	logf("kube-controller-manager or the manager still writing after %s; starting anyway", time.Since(start).Round(time.Second))
+	return time.Since(start)
+}
+
+// deployments runs the Deployment phase for N: 3N Deployments (N per region) at v1, then all to v2.
+func (b *bench) deployments(ctx context.Context, t *testing.T, n int) phaseResult {
+	ns := fmt.Sprintf("bench-deploy-%d", n)
+	count := 3 * n
+	if err := createNamespace(ctx, k8s, ns); err != nil {
+		t.Fatal(err)
+	}
+	setup := time.Now()
+	if err := parallel(count, func(i int) error {
+		return k8s.Create(ctx, deployment(ns, regions[i%3], i/3))
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := until(ctx, timeout(count), "Deployments at v1", func() (bool, string) {
+		return deploymentsComplete(ctx, b.w.cache, ns, count, imageV1)
+	}); err != nil {
+		t.Fatal(err)
+	}
+	logf("N=%d: %d Deployments complete at v1 (setup %.1fs)", n, count, time.Since(setup).Seconds())
+	drain := b.quiet(ctx)
+
+	var list appsv1.DeploymentList
+	if err := b.w.cache.List(ctx, &list, client.InNamespace(ns)); err != nil {
+		t.Fatal(err)
+	}
+	patch := client.RawPatch(types.StrategicMergePatchType,
+		[]byte(fmt.Sprintf(`{"spec":{"template":{"spec":{"containers":[{"name":"app","image":%q}]}}}}`, imageV2)))
+	s0 := b.snap(ctx, t)
+	if err := parallel(len(list.Items), func(i int) error {
+		return k8s.Patch(ctx, list.Items[i].DeepCopy(), patch)
+	}); err != nil {
+		t.Fatal(err)
+	}
+	logf("N=%d: %d Deployments updated to v2 in %.1fs", n, count, time.Since(s0.at).Seconds())
+	if err := until(ctx, timeout(count), "Deployments at v2", func() (bool, string) {
+		return deploymentsComplete(ctx, b.w.cache, ns, count, imageV2)
+	}); err != nil {
+		t.Fatal(err)
+	}
+	s1 := b.snap(ctx, t)
+	r := b.result(n, phaseDeployments, count, s0, s1)
+	r.drain = drain
+	logf("N=%d: %s: %.1fs (after %.1fs waiting for a quiet kube-controller-manager)", n, phaseDeployments, r.wall.Seconds(), drain.Seconds())
+	b.cleanup(ctx, t, ns)
+	return r
+}
+
+// routingServices runs the RoutingService phases for N: N RoutingServices at v1 (setup), v1 → v2,
+// v2 → v3 with schema 2, and, for the last N, the idle window.
+func (b *bench) routingServices(ctx context.Context, t *testing.T, n int, last bool) []phaseResult {
+	ns := fmt.Sprintf("bench-rsvc-%d", n)
+	if err := createNamespace(ctx, k8s, ns); err != nil {
+		t.Fatal(err)
+	}
+	names := make([]string, n)
+	gens := map[string]int64{}
+	var mu sync.Mutex
+	setup := time.Now()
+	if err := parallel(n, func(i int) error {
+		r := routingService(ns, i)
+		names[i] = r.Name
+		if err := k8s.Create(ctx, r); err != nil {
+			return err
+		}
+		mu.Lock()
+		gens[r.Name] = r.Generation
+		mu.Unlock()
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	wait := func(what string) {
+		t.Helper()
+		if err := until(ctx, timeout(3*n), what, func() (bool, string) {
+			return routingServicesReady(ctx, b.w.cache, ns, gens)
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	wait("RoutingServices Ready at v1")
+	logf("N=%d: %d RoutingServices Ready at v1 (setup %.1fs)", n, n, time.Since(setup).Seconds())
+
+	change := func(phase string, mutate func(*routingv1alpha1.RoutingService)) phaseResult {
+		t.Helper()
+		drain := b.quiet(ctx)
+		s0 := b.snap(ctx, t)
+		if err := parallel(n, func(i int) error {
+			gen, err := patchRoutingService(ctx, k8s, ns, names[i], mutate)
+			mu.Lock()
+			gens[names[i]] = gen
+			mu.Unlock()
+			return err
+		}); err != nil {
+			t.Fatal(err)
+		}
+		logf("N=%d: %d RoutingServices updated in %.1fs", n, n, time.Since(s0.at).Seconds())
+		wait(phase)
+		s1 := b.snap(ctx, t)
+		r := b.result(n, phase, n, s0, s1)
+		r.drain = drain
+		logf("N=%d: %s: %.1fs (after %.1fs waiting for a quiet kube-controller-manager)", n, phase, r.wall.Seconds(), drain.Seconds())
+		return r
+	}
+	image := change(phaseImage, func(r *routingv1alpha1.RoutingService) { r.Spec.Template.Spec.Containers[0].Image = imageV2 })
+	schema := change(phaseSchema, story.ToV2(imageV3, migrationV2))
+	schema.gate, schema.gateMissing = b.w.gateLatencies(ns, names, schemaBumped, imageV3)
+
+	if !last {
+		b.cleanup(ctx, t, ns)
+		return []phaseResult{image, schema}
+	}
+	// Idle: once, after the last N (the cluster is stopped after it, so nothing is deleted).
+	s0 := b.snap(ctx, t)
+	time.Sleep(idleWindow)
+	s1 := b.snap(ctx, t)
+	idle := b.result(n, phaseIdle, n, s0, s1)
+	if samples := b.sampler.within(s0.at, s1.at); len(samples) > 0 {
+		var first *sample
+		for i := range samples {
+			if samples[i].at.Sub(s0.at) >= 5*time.Second {
+				first = &samples[i]
+				break
+			}
+		}
+		if first != nil {
+			idle.lateWrites = sum(s1.mgr, "rest_client_requests_total", nil, isWrite) - first.writes
+			idle.lateReconciles = sum(s1.mgr, "controller_runtime_reconcile_total", map[string]string{"controller": "routingservice"}, nil) - first.reconciles
+		}
+	}
+	logf("N=%d: idle: %.0f manager writes, %.0f reconciles in %s", n, idle.mgrWrites, sumMap(idle.reconciles), idleWindow)
+	return []phaseResult{image, schema, idle}
+}
+
+// cleanup deletes a phase's namespace and waits until it is gone.
+func (b *bench) cleanup(ctx context.Context, t *testing.T, ns string) {
+	t.Helper()
+	start := time.Now()
+	if err := deleteNamespace(ctx, k8s, ns, 10*time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	logf("namespace %s deleted in %.1fs", ns, time.Since(start).Seconds())
+}
+
+func sumMap(m map[string]float64) float64 {
+	t := 0.0
+	for _, v := range m {
+		t += v
+	}
+	return t
+}
