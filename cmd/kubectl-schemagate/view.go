@@ -721,38 +721,24 @@ func podsByOwner(pods []corev1.Pod) map[string][]corev1.Pod {
 	return out
 }
 
-func sortedPods(pods []corev1.Pod) []corev1.Pod {
-	out := slices.Clone(pods)
-	sort.SliceStable(out, func(i, j int) bool {
-		a, b := out[i].CreationTimestamp.Time, out[j].CreationTimestamp.Time
-		if !a.Equal(b) {
-			return a.Before(b)
-		}
-		return out[i].Name < out[j].Name
-	})
-	return out
-}
+func sortedPods(pods []corev1.Pod) []corev1.Pod { return byCreation(pods) }
 
-func sortedJobs(jobs []batchv1.Job) []batchv1.Job {
-	out := slices.Clone(jobs)
-	sort.SliceStable(out, func(i, j int) bool {
-		a, b := out[i].CreationTimestamp.Time, out[j].CreationTimestamp.Time
-		if !a.Equal(b) {
-			return a.Before(b)
-		}
-		return out[i].Name < out[j].Name
-	})
-	return out
-}
+func sortedJobs(jobs []batchv1.Job) []batchv1.Job { return byCreation(jobs) }
 
-func sortedReplicaSets(rss []appsv1.ReplicaSet) []appsv1.ReplicaSet {
-	out := slices.Clone(rss)
+func sortedReplicaSets(rss []appsv1.ReplicaSet) []appsv1.ReplicaSet { return byCreation(rss) }
+
+// byCreation returns a copy of items oldest first, then by name, as kubectl lists objects.
+func byCreation[T any, P interface {
+	*T
+	metav1.Object
+}](items []T) []T {
+	out := slices.Clone(items)
 	sort.SliceStable(out, func(i, j int) bool {
-		a, b := out[i].CreationTimestamp.Time, out[j].CreationTimestamp.Time
-		if !a.Equal(b) {
-			return a.Before(b)
+		a, b := P(&out[i]), P(&out[j])
+		if ta, tb := a.GetCreationTimestamp().Time, b.GetCreationTimestamp().Time; !ta.Equal(tb) {
+			return ta.Before(tb)
 		}
-		return out[i].Name < out[j].Name
+		return a.GetName() < b.GetName()
 	})
 	return out
 }
