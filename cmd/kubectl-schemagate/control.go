@@ -47,15 +47,7 @@ For a RoutingService that Argo CD or Flux manage, resume in Git (see docs/gitops
 }
 
 func (a *app) runPause(ctx context.Context, name string, pause bool) error {
-	ns, err := a.namespace()
-	if err != nil {
-		return err
-	}
-	cl, err := a.connect()
-	if err != nil {
-		return err
-	}
-	u, r, err := cl.get(ctx, ns, name)
+	ns, cl, u, r, err := a.read(ctx, name)
 	if err != nil {
 		return err
 	}
@@ -171,15 +163,7 @@ func (a *app) newToken() string {
 }
 
 func (a *app) runAnnotate(ctx context.Context, name string, act annotateAction) error {
-	ns, err := a.namespace()
-	if err != nil {
-		return err
-	}
-	cl, err := a.connect()
-	if err != nil {
-		return err
-	}
-	u, r, err := cl.get(ctx, ns, name)
+	ns, cl, u, r, err := a.read(ctx, name)
 	if err != nil {
 		return err
 	}

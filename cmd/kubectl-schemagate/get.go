@@ -80,15 +80,7 @@ func (a *app) colors(w io.Writer, noColor bool) palette {
 }
 
 func (a *app) runGet(ctx context.Context, name string, o *getOptions) error {
-	ns, err := a.namespace()
-	if err != nil {
-		return err
-	}
-	cl, err := a.connect()
-	if err != nil {
-		return err
-	}
-	_, r, err := cl.get(ctx, ns, name)
+	ns, cl, _, r, err := a.read(ctx, name)
 	if err != nil {
 		return err
 	}

@@ -3,6 +3,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -10,8 +11,11 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
+
+	routingv1alpha1 "github.com/schemagate/schemagate/api/v1alpha1"
 )
 
 func main() {
@@ -52,6 +56,21 @@ func isTerminal(w io.Writer) bool {
 func (a *app) namespace() (string, error) {
 	ns, _, err := a.flags.ToRawKubeConfigLoader().Namespace()
 	return ns, err
+}
+
+// read resolves the namespace, connects, and reads the RoutingService name in it: the start of
+// every command that acts on one.
+func (a *app) read(ctx context.Context, name string) (string, *clients, *unstructured.Unstructured, *routingv1alpha1.RoutingService, error) {
+	ns, err := a.namespace()
+	if err != nil {
+		return "", nil, nil, nil, err
+	}
+	cl, err := a.connect()
+	if err != nil {
+		return "", nil, nil, nil, err
+	}
+	u, r, err := cl.get(ctx, ns, name)
+	return ns, cl, u, r, err
 }
 
 // exitError ends the program with code; err, when set, is printed first.

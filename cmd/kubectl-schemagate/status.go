@@ -102,15 +102,8 @@ func (p *conditionPrinter) observe(r *routingv1alpha1.RoutingService) {
 
 func (a *app) runStatus(ctx context.Context, name string, timeout time.Duration) error {
 	fail := func(err error) error { return &exitError{code: codeFailed, err: err} }
-	ns, err := a.namespace()
+	ns, cl, _, _, err := a.read(ctx, name)
 	if err != nil {
-		return fail(err)
-	}
-	cl, err := a.connect()
-	if err != nil {
-		return fail(err)
-	}
-	if _, _, err := cl.get(ctx, ns, name); err != nil {
 		return fail(err)
 	}
 	wctx, cancel := watchtools.ContextWithOptionalTimeout(ctx, timeout)
