@@ -15,6 +15,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"sort"
 	"strconv"
@@ -41,6 +42,8 @@ var (
 	rootDir  string
 	stateDir string
 	ns       []int
+	// managerTree says what tree the manager binary was built from (make builds it just before).
+	managerTree string
 	// Metrics endpoints: the manager's, kube-controller-manager's (maybe unreachable) and
 	// kube-apiserver's.
 	mgrMetrics, kcmMetrics, apiMetrics *source
@@ -149,7 +152,8 @@ func run(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, err, manager.Tail(2000))
 		return 1
 	}
-	fmt.Printf("cluster and manager up in %.1fs\n", time.Since(start).Seconds())
+	managerTree = sourceOf(rootDir)
+	fmt.Printf("cluster and manager up in %.1fs; manager built from %s\n", time.Since(start).Seconds(), managerTree)
 
 	code := m.Run()
 	if !manager.Running() {
@@ -186,7 +190,7 @@ func TestBench(t *testing.T) {
 		results = append(results, b.routingServices(ctx, t, n, i == len(ns)-1)...)
 	}
 	md := render(results, reportMeta{
-		command: benchCommand(), date: began, took: time.Since(began), kcm: kcmMetrics,
+		command: benchCommand(), date: began, took: time.Since(began), kcm: kcmMetrics, source: managerTree,
 		nodes: fmt.Sprintf("%d regions × %d kwok nodes", len(regions), 2),
 	})
 	fmt.Print("\n" + md)
@@ -199,6 +203,25 @@ func TestBench(t *testing.T) {
 	}
 	abs, _ := filepath.Abs(out)
 	fmt.Println("written to", abs)
+}
+
+// sourceOf describes the checkout the manager was built from: the commit, and the manager's
+// packages with uncommitted changes (other people may be editing the tree).
+func sourceOf(root string) string {
+	head, err := exec.Command("git", "-C", root, "rev-parse", "--short=12", "HEAD").Output()
+	if err != nil {
+		return "an unknown commit"
+	}
+	out := "commit " + strings.TrimSpace(string(head))
+	dirty, err := exec.Command("git", "-C", root, "status", "--porcelain", "--", "cmd", "controllers", "pkg", "api").Output()
+	if err == nil && len(strings.TrimSpace(string(dirty))) > 0 {
+		var files []string
+		for _, l := range strings.Split(strings.TrimSpace(string(dirty)), "\n") {
+			files = append(files, strings.TrimSpace(l[min(3, len(l)):]))
+		}
+		out += " with uncommitted changes in " + strings.Join(files, ", ")
+	}
+	return out
 }
 
 // benchCommand is the command line the report names.

@@ -18,6 +18,7 @@ type reportMeta struct {
 	took    time.Duration
 	kcm     *source
 	nodes   string
+	source  string
 }
 
 func secs(d time.Duration) string { return fmt.Sprintf("%.1f s", d.Seconds()) }
@@ -33,8 +34,8 @@ func millis(s float64) string {
 // manager's writes.
 func render(results []phaseResult, meta reportMeta) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "`%s` — %s, %s, %d CPUs, %s; took %s.\n\n", meta.command, meta.date.UTC().Format("2006-01-02 15:04 UTC"),
-		runtime.GOOS+"/"+runtime.GOARCH, runtime.NumCPU(), meta.nodes, meta.took.Round(time.Second))
+	fmt.Fprintf(&b, "`%s` — %s, %s, %d CPUs, %s; manager from %s; took %s.\n\n", meta.command, meta.date.UTC().Format("2006-01-02 15:04 UTC"),
+		runtime.GOOS+"/"+runtime.GOARCH, runtime.NumCPU(), meta.nodes, meta.source, meta.took.Round(time.Second))
 
 	b.WriteString("| N | phase | wall | × Deployments | manager writes / RoutingService | manager writes (not 2xx) | reconciles | reconcile p50 / p99 | manager CPU | manager peak RSS | kube-controller-manager writes | its client rate-limiter wait | pods created (mean / peak per s) |\n")
 	b.WriteString("|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
