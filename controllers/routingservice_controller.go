@@ -49,6 +49,7 @@ type RoutingServiceReconciler struct {
 
 // +kubebuilder:rbac:groups=routing.schemagate.io,resources=routingservices,verbs=get;list;watch
 // +kubebuilder:rbac:groups=routing.schemagate.io,resources=routingservices/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=routing.schemagate.io,resources=routingservices/finalizers,verbs=update
 // +kubebuilder:rbac:groups=apps,resources=replicasets,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups=batch,resources=jobs,verbs=get;list;watch;create;patch
 // +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch
