@@ -7,8 +7,10 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/selection"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	routingv1alpha1 "github.com/schemagate/schemagate/api/v1alpha1"
@@ -35,7 +37,11 @@ func (r *RoutingServiceReconciler) observe(ctx context.Context, rsvc *routingv1a
 	if err := r.List(ctx, &podList, in, client.MatchingLabelsSelector{Selector: schemaPods(rsvc.Name)}); err != nil {
 		return rollout.Observed{}, fmt.Errorf("listing migration and check pods: %w", err)
 	}
-	o := rollout.Observed{RoutingService: rsvc, Now: r.Clock.Now()}
+	var routingPods corev1.PodList
+	if err := r.List(ctx, &routingPods, in, client.MatchingLabels{rollout.LabelName: rsvc.Name, rollout.LabelManagedBy: rollout.ManagedByValue, rollout.LabelComponent: rollout.ComponentRouting}); err != nil {
+		return rollout.Observed{}, fmt.Errorf("listing routing pods: %w", err)
+	}
+	o := rollout.Observed{RoutingService: rsvc, Now: r.Clock.Now(), TerminatingPods: terminatingByOwner(routingPods.Items)}
 	for i := range podList.Items {
 		o.Pods = append(o.Pods, &podList.Items[i])
 	}
@@ -46,6 +52,22 @@ func (r *RoutingServiceReconciler) observe(ctx context.Context, rsvc *routingv1a
 		o.Jobs = append(o.Jobs, &jobList.Items[i])
 	}
 	return o, nil
+}
+
+// terminatingByOwner counts the pods that have a deletionTimestamp by the UID of their
+// controller (a ReplicaSet), for the planner's check that the ReplicaSet controller has caught up
+// before a rolling step writes a ReplicaSet again.
+func terminatingByOwner(pods []corev1.Pod) map[types.UID]int32 {
+	out := map[types.UID]int32{}
+	for i := range pods {
+		if pods[i].DeletionTimestamp == nil {
+			continue
+		}
+		if ref := metav1.GetControllerOf(&pods[i]); ref != nil {
+			out[ref.UID]++
+		}
+	}
+	return out
 }
 
 // schemaPods selects the pods of a RoutingService's migration, check and shard-check Jobs (not

@@ -72,7 +72,7 @@ func (p *planner) handleFailure() {
 		}
 		b := p.budget(shard)
 		b.Surge = max(b.Surge, shard.Replicas)
-		p.rollTowardsRS(shard, target, b, "rollback")
+		p.rollTowardsRS(shard, target, b, "rollback", false)
 	}
 	switch {
 	case len(rolling) > 0:

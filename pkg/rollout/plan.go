@@ -2,6 +2,7 @@ package rollout
 
 import (
 	"fmt"
+	"k8s.io/apimachinery/pkg/types"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -28,6 +29,11 @@ type Observed struct {
 	// requests of a first Compute (Plan.Measurements); a second Compute records them in status.
 	Measurements []TakenMeasurement
 	Now          time.Time
+	// TerminatingPods counts, by the UID of the ReplicaSet that controls them, the routing pods
+	// that have a deletionTimestamp. A rolling step compares it with status.terminatingReplicas
+	// to tell whether the ReplicaSet controller still has a status write to make (settled.go).
+	// Nil is read as no terminating pods.
+	TerminatingPods map[types.UID]int32
 }
 
 // MeasurementKey names one measured check of one shard, moment and revision.

@@ -2,6 +2,7 @@ package rollout
 
 import (
 	"fmt"
+	"k8s.io/apimachinery/pkg/types"
 	"sort"
 	"time"
 
@@ -92,6 +93,8 @@ type planner struct {
 	// stepped records the shards whose ReplicaSets a rolling step or a rollback already acted on in
 	// this reconcile; resize leaves them alone.
 	stepped map[string]bool
+	// terminating is Observed.TerminatingPods.
+	terminating map[types.UID]int32
 
 	status *routingv1alpha1.RoutingServiceStatus
 	plan   Plan
@@ -135,6 +138,7 @@ func newPlanner(o Observed) *planner {
 		mismatch:       map[string]string{},
 		mismatchReason: map[string]string{},
 		stepped:        map[string]bool{},
+		terminating:    o.TerminatingPods,
 		untrusted:      map[*appsv1.ReplicaSet]bool{},
 		status:         rsvc.Status.DeepCopy(),
 	}
@@ -529,7 +533,7 @@ func (s *shardSet) completeRS(target *appsv1.ReplicaSet, replicas int32) bool {
 func (p *planner) rollTowards(shard routingv1alpha1.ShardSpec, revision string, b Budget, why string) {
 	target := p.set(shard.Name).byRev[revision]
 	if target != nil {
-		p.rollTowardsRS(shard, target, b, why)
+		p.rollTowardsRS(shard, target, b, why, true)
 		return
 	}
 	p.stepped[shard.Name] = true
@@ -545,7 +549,12 @@ func (p *planner) rollTowards(shard routingv1alpha1.ShardSpec, revision string, 
 // rollTowardsRS plans one rolling step of shard towards the ReplicaSet target within budget:
 // scale it up and the shard's other ReplicaSets down (Step). target is scaled up only if the
 // schema its revision requires is confirmed (I1).
-func (p *planner) rollTowardsRS(shard routingv1alpha1.ShardSpec, target *appsv1.ReplicaSet, b Budget, why string) {
+//
+// With patient set (a promotion, not a rollback), a step that would change the replicas of a
+// ReplicaSet the ReplicaSet controller has not caught up with waits for its status write instead
+// (settled.go): the step is the same a moment later, and the controller's write does not conflict.
+// A rollback never waits for it: restoring service comes before saving the controller requests.
+func (p *planner) rollTowardsRS(shard routingv1alpha1.ShardSpec, target *appsv1.ReplicaSet, b Budget, why string, patient bool) {
 	p.stepped[shard.Name] = true
 	set := p.set(shard.Name)
 	var others []*appsv1.ReplicaSet
@@ -557,6 +566,10 @@ func (p *planner) rollTowardsRS(shard routingv1alpha1.ShardSpec, target *appsv1.
 		}
 	}
 	newTarget, newOthers := Step(b, counts(target), otherCounts)
+	if patient && p.unsettledChange(append([]*appsv1.ReplicaSet{target}, others...), append([]int32{newTarget}, newOthers...)) != nil {
+		p.requeueAt(p.now.Add(settleRecheck))
+		return
+	}
 	revision := target.Labels[LabelRevision]
 	if newTarget != replicasOf(target) && (newTarget < replicasOf(target) || p.mayRun(target)) {
 		p.act(Action{Kind: ScaleReplicaSet, ReplicaSet: target, Replicas: newTarget,
