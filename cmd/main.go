@@ -1,4 +1,4 @@
-// Command manager runs the schemagate controller manager.
+// Command manager runs the schemagate controller manager. docs/manager.md describes its flags.
 package main
 
 import (
@@ -14,22 +14,22 @@ import (
 )
 
 func main() {
-	var metricsAddr, probeAddr, leaderElectionNamespace string
-	var leaderElect bool
-	flag.StringVar(&metricsAddr, "metrics-bind-address", ":8080", "Address of the metrics endpoint (\"0\" disables it).")
-	flag.StringVar(&probeAddr, "health-probe-bind-address", ":8081", "Address of the /healthz and /readyz endpoints.")
-	flag.BoolVar(&leaderElect, "leader-elect", true, "Elect a leader so that only one manager acts at a time.")
-	flag.StringVar(&leaderElectionNamespace, "leader-election-namespace", "", "Namespace of the leader election Lease (default: the manager's own, or "+outOfClusterLeaderElectionNamespace+" out of cluster).")
+	flags := bindManagerFlags(flag.CommandLine)
 	opts := zap.Options{}
 	opts.BindFlags(flag.CommandLine)
 	flag.Parse()
 	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&opts)))
 	log := ctrl.Log.WithName("setup")
+	cfg, err := flags.resolve()
+	if err != nil {
+		log.Error(err, "invalid flags")
+		os.Exit(2)
+	}
 	// Out of cluster (make run) controller-runtime cannot find a namespace of its own for the
 	// Lease and would refuse to start; in cluster it reads the service account's.
-	leaderElectionNamespace = resolveLeaderElectionNamespace(leaderElectionNamespace, serviceAccountNamespaceFile)
+	cfg.LeaderElectionNamespace = resolveLeaderElectionNamespace(cfg.LeaderElectionNamespace, serviceAccountNamespaceFile)
 
-	mgr, err := ctrl.NewManager(ctrl.GetConfigOrDie(), controllers.ManagerOptions(metricsAddr, probeAddr, leaderElect, leaderElectionNamespace))
+	mgr, err := ctrl.NewManager(cfg.RESTConfig(ctrl.GetConfigOrDie()), cfg.Options())
 	if err != nil {
 		log.Error(err, "creating the manager")
 		os.Exit(1)
@@ -51,7 +51,9 @@ func main() {
 		log.Error(err, "adding the ready check")
 		os.Exit(1)
 	}
-	log.Info("starting the manager")
+	log.Info("starting the manager", "metrics", cfg.MetricsAddr, "metricsSecure", cfg.MetricsSecure,
+		"watchNamespaces", cfg.WatchNamespaces, "maxConcurrentReconciles", cfg.MaxConcurrentReconciles,
+		"kubeAPIQPS", cfg.KubeAPIQPS, "kubeAPIBurst", cfg.KubeAPIBurst)
 	if err := mgr.Start(ctrl.SetupSignalHandler()); err != nil {
 		log.Error(err, "running the manager")
 		os.Exit(1)

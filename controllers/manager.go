@@ -1,6 +1,8 @@
 package controllers
 
 import (
+	"crypto/tls"
+
 	appsv1 "k8s.io/api/apps/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -8,9 +10,12 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/config"
+	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	routingv1alpha1 "github.com/schemagate/schemagate/api/v1alpha1"
@@ -25,22 +30,109 @@ func Scheme() *runtime.Scheme {
 	return s
 }
 
-// ManagerOptions are the manager's options. The cache holds only the ReplicaSets, Jobs and Pods
-// labelled app.kubernetes.io/managed-by=schemagate, so the manager's memory does not grow with
-// unrelated objects in the cluster.
+// ManagerConfig is what the manager's command line (cmd/main.go, docs/manager.md) decides. The
+// zero value is a manager with plain-HTTP metrics on controller-runtime's default address, no
+// leader election, every namespace watched, and controller-runtime's defaults elsewhere.
+type ManagerConfig struct {
+	// MetricsAddr is the metrics endpoint's listen address, host:port; "0" disables it.
+	MetricsAddr string
+	// MetricsSecure serves metrics over HTTPS, and only to callers whose bearer token the API
+	// server authenticates (TokenReview) and authorizes for `get` on the non-resource URL
+	// /metrics (SubjectAccessReview). The manager's own identity then needs `create` on
+	// tokenreviews and subjectaccessreviews (controllers/rbac.go). False serves plain HTTP to
+	// anyone who can reach the address.
+	MetricsSecure bool
+	// MetricsCertDir holds tls.crt and tls.key for the HTTPS metrics endpoint, reloaded when they
+	// change; "" means a self-signed certificate made at start (for 127.0.0.1 and localhost).
+	MetricsCertDir string
+	// EnableHTTP2 lets the HTTPS metrics endpoint negotiate HTTP/2. Off, it speaks HTTP/1.1 only,
+	// which keeps it out of reach of HTTP/2 stream-reset floods (CVE-2023-44487, CVE-2023-39325).
+	EnableHTTP2 bool
+	// ProbeAddr is the listen address of /healthz and /readyz; "0" disables them.
+	ProbeAddr string
+	// LeaderElect elects a leader through a Lease so that one manager acts at a time.
+	LeaderElect bool
+	// LeaderElectionNamespace holds the Lease; "" lets controller-runtime use the manager's own
+	// namespace. It is independent of WatchNamespaces.
+	LeaderElectionNamespace string
+	// WatchNamespaces restricts the manager's cache, and so everything it reads, watches and
+	// reconciles, to these namespaces; empty means every namespace. Restricted, the manager needs
+	// Roles in these namespaces only (docs/manager.md lists them).
+	WatchNamespaces []string
+	// MaxConcurrentReconciles is the manager-wide number of RoutingServices reconciled at once
+	// (config.Controller.MaxConcurrentReconciles); 0 leaves controller-runtime's default (1).
+	// A value set by a controller itself in SetupWithManager takes precedence over it.
+	MaxConcurrentReconciles int
+	// KubeAPIQPS and KubeAPIBurst are the client-side rate limit of every request the manager
+	// sends: requests per second and the burst above it. KubeAPIQPS < 0 disables client-side rate
+	// limiting (controller-runtime's default): the API server's Priority and Fairness does the
+	// limiting, and client-go retries its 429 answers after their Retry-After. 0 leaves the
+	// config as it is.
+	KubeAPIQPS   float32
+	KubeAPIBurst int
+}
+
+// ManagerOptions is ManagerConfig{...}.Options() for the envtest suite: plain-HTTP metrics (or
+// none, with "0") and every namespace watched.
 func ManagerOptions(metricsAddr, probeAddr string, leaderElect bool, leaderElectionNamespace string) ctrl.Options {
+	return ManagerConfig{
+		MetricsAddr: metricsAddr, ProbeAddr: probeAddr,
+		LeaderElect: leaderElect, LeaderElectionNamespace: leaderElectionNamespace,
+	}.Options()
+}
+
+// Options are the manager's options. The cache holds only the ReplicaSets, Jobs and Pods labelled
+// app.kubernetes.io/managed-by=schemagate, so the manager's memory does not grow with unrelated
+// objects in the cluster, and, with WatchNamespaces, only objects in those namespaces.
+func (c ManagerConfig) Options() ctrl.Options {
 	ours := labels.SelectorFromSet(labels.Set{rollout.LabelManagedBy: rollout.ManagedByValue})
-	return ctrl.Options{
+	opts := ctrl.Options{
 		Scheme:                  Scheme(),
-		Metrics:                 metricsserver.Options{BindAddress: metricsAddr},
-		HealthProbeBindAddress:  probeAddr,
-		LeaderElection:          leaderElect,
+		Metrics:                 c.metricsOptions(),
+		HealthProbeBindAddress:  c.ProbeAddr,
+		LeaderElection:          c.LeaderElect,
 		LeaderElectionID:        "schemagate.routing.schemagate.io",
-		LeaderElectionNamespace: leaderElectionNamespace,
+		LeaderElectionNamespace: c.LeaderElectionNamespace,
 		Cache: cache.Options{ByObject: map[client.Object]cache.ByObject{
 			&appsv1.ReplicaSet{}: {Label: ours},
 			&batchv1.Job{}:       {Label: ours},
 			&corev1.Pod{}:        {Label: ours},
 		}},
+		Controller: config.Controller{MaxConcurrentReconciles: c.MaxConcurrentReconciles},
 	}
+	if len(c.WatchNamespaces) > 0 {
+		// ByObject entries without namespaces of their own inherit these.
+		opts.Cache.DefaultNamespaces = map[string]cache.Config{}
+		for _, ns := range c.WatchNamespaces {
+			opts.Cache.DefaultNamespaces[ns] = cache.Config{}
+		}
+	}
+	return opts
+}
+
+func (c ManagerConfig) metricsOptions() metricsserver.Options {
+	o := metricsserver.Options{BindAddress: c.MetricsAddr}
+	if !c.MetricsSecure {
+		return o
+	}
+	o.SecureServing = true
+	o.CertDir = c.MetricsCertDir
+	o.FilterProvider = filters.WithAuthenticationAndAuthorization
+	if !c.EnableHTTP2 {
+		o.TLSOpts = append(o.TLSOpts, func(t *tls.Config) { t.NextProtos = []string{"http/1.1"} })
+	}
+	return o
+}
+
+// RESTConfig returns a copy of base with the client-side rate limit of KubeAPIQPS and
+// KubeAPIBurst (left as in base where they are 0).
+func (c ManagerConfig) RESTConfig(base *rest.Config) *rest.Config {
+	cfg := rest.CopyConfig(base)
+	if c.KubeAPIQPS != 0 {
+		cfg.QPS = c.KubeAPIQPS
+	}
+	if c.KubeAPIBurst != 0 {
+		cfg.Burst = c.KubeAPIBurst
+	}
+	return cfg
 }

@@ -11,13 +11,15 @@ import (
 // Metrics served on the manager's metrics endpoint, beside controller-runtime's own
 // (controller_runtime_reconcile_total, workqueue_*, …).
 var (
-	// phaseDuration: schemagate_phase_duration_seconds{phase, shard}, phase one of migration,
-	// gate_wait, shard_progress, shard_bake (rollout.Phase*); shard is empty for the first two.
+	// phaseDuration: schemagate_phase_duration_seconds{namespace, name, phase, shard}: namespace
+	// and name are the RoutingService's; phase one of migration, gate_wait, shard_progress,
+	// shard_bake (rollout.Phase*); shard is empty for the first two. Series per RoutingService:
+	// 2 + 2 × shards, each with 11 buckets; they are removed when the RoutingService is deleted.
 	phaseDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Name:    "schemagate_phase_duration_seconds",
 		Help:    "Duration of rollout phases, in seconds: migration (the Job's run), gate_wait (Job created to gate open), shard_progress, shard_bake.",
 		Buckets: []float64{1, 2, 5, 10, 30, 60, 120, 300, 600, 1800, 3600},
-	}, []string{"phase", "shard"})
+	}, []string{"namespace", "name", "phase", "shard"})
 
 	// rollouts: schemagate_rollouts_total{outcome}, outcome one of complete, failed, aborted,
 	// migration_failed.
@@ -78,7 +80,7 @@ func recordMetrics(rsvc *routingv1alpha1.RoutingService, plan rollout.Plan, take
 	}
 	for _, e := range plan.Events {
 		for _, m := range e.Measures {
-			phaseDuration.WithLabelValues(m.Phase, m.Shard).Observe(m.Duration.Seconds())
+			phaseDuration.WithLabelValues(rsvc.Namespace, rsvc.Name, m.Phase, m.Shard).Observe(m.Duration.Seconds())
 		}
 		if outcome := rollout.OutcomeOf(e.Reason); outcome != "" {
 			rollouts.WithLabelValues(outcome).Inc()
@@ -108,6 +110,7 @@ func recordMetrics(rsvc *routingv1alpha1.RoutingService, plan rollout.Plan, take
 
 // forgetMetrics removes a deleted RoutingService's series.
 func forgetMetrics(namespace, name string) {
+	phaseDuration.DeletePartialMatch(prometheus.Labels{"namespace": namespace, "name": name})
 	currentStep.DeletePartialMatch(prometheus.Labels{"namespace": namespace, "name": name})
 	promotedShards.DeletePartialMatch(prometheus.Labels{"namespace": namespace, "name": name})
 	shardChecks.DeletePartialMatch(prometheus.Labels{"namespace": namespace, "name": name})
