@@ -45,6 +45,7 @@ type RoutingServiceReconciler struct {
 
 	measurerOnce sync.Once
 	pending      pendingMeasurements
+	written      writtenVersions
 }
 
 // +kubebuilder:rbac:groups=routing.schemagate.io,resources=routingservices,verbs=get;list;watch
@@ -69,11 +70,17 @@ func (r *RoutingServiceReconciler) Reconcile(ctx context.Context, req ctrl.Reque
 		if apierrors.IsNotFound(err) {
 			forgetMetrics(req.Namespace, req.Name)
 			r.pending.forget(req.NamespacedName)
+			r.written.forget(req.NamespacedName)
 		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	if !rsvc.DeletionTimestamp.IsZero() {
 		return ctrl.Result{}, nil
+	}
+	if r.written.stale(req.NamespacedName, rsvc.ResourceVersion) {
+		// The cache has not yet seen this manager's last status write; its watch event will start
+		// the next reconcile. The requeue is only a fallback.
+		return ctrl.Result{RequeueAfter: staleCacheRecheck}, nil
 	}
 
 	observed, err := r.observe(ctx, rsvc)
@@ -102,7 +109,7 @@ func (r *RoutingServiceReconciler) Reconcile(ctx context.Context, req ctrl.Reque
 	if applyErr != nil && !apierrors.IsConflict(applyErr) && !apierrors.IsAlreadyExists(applyErr) {
 		return ctrl.Result{}, applyErr
 	}
-	if err := r.writeStatus(ctx, rsvc, plan.Status); err != nil {
+	if err := r.writeStatus(ctx, req.NamespacedName, rsvc, plan.Status); err != nil {
 		if apierrors.IsConflict(err) {
 			// Someone (often our own previous write, not yet in the cache) changed the object:
 			// decide again on the fresh object rather than write a status computed for an old one.

@@ -2,9 +2,11 @@ package controllers
 
 import (
 	"context"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/types"
 
 	routingv1alpha1 "github.com/schemagate/schemagate/api/v1alpha1"
 	"github.com/schemagate/schemagate/pkg/rollout"
@@ -14,14 +16,26 @@ import (
 // changes nothing writes nothing). It is an Update with the observed resourceVersion: if another
 // client changed the object meanwhile (S-11), it fails with a Conflict and the reconcile is
 // retried on the fresh object, so no status is ever computed for one version and written onto another.
-func (r *RoutingServiceReconciler) writeStatus(ctx context.Context, rsvc *routingv1alpha1.RoutingService, status routingv1alpha1.RoutingServiceStatus) error {
+//
+// A successful write is remembered (writtenVersions), so that reconciles on the cache's copy from
+// before it are skipped until the cache has it.
+func (r *RoutingServiceReconciler) writeStatus(ctx context.Context, key types.NamespacedName, rsvc *routingv1alpha1.RoutingService, status routingv1alpha1.RoutingServiceStatus) error {
 	if equality.Semantic.DeepEqual(rsvc.Status, status) {
 		return nil
 	}
 	updated := rsvc.DeepCopy()
 	updated.Status = status
-	return r.Status().Update(ctx, updated)
+	if err := r.Status().Update(ctx, updated); err != nil {
+		return err
+	}
+	r.written.wrote(key, rsvc.ResourceVersion)
+	return nil
 }
+
+// staleCacheRecheck is the fallback requeue of a reconcile skipped because the cache has not yet
+// seen the manager's own status write (the write's watch event normally comes first, in
+// milliseconds).
+const staleCacheRecheck = time.Second
 
 func (r *RoutingServiceReconciler) recordEvents(rsvc *routingv1alpha1.RoutingService, events []rollout.Event) {
 	if r.Recorder == nil {
