@@ -117,6 +117,14 @@ run: manifests generate ## Run the manager against the cluster of the current ku
 docker-build: ## Build the image (needs a Docker engine).
 	docker build -t $(IMG) .
 
+# `make image`: where it writes and which linux GOARCHes it builds (docs/image.md).
+IMAGE_DIR ?= dist/image
+IMAGE_ARCHES ?= amd64,arm64
+
+.PHONY: image
+image: ## Build the manager image without a container engine: OCI layout of linux/amd64+arm64 and a docker-load tarball in dist/image.
+	go run ./hack/image --out $(IMAGE_DIR) --tag $(IMG) --arches $(IMAGE_ARCHES)
+
 ##@ Deployment
 
 .PHONY: install
@@ -128,9 +136,21 @@ uninstall: manifests ## Remove the CRD.
 	kubectl delete -k config/crd
 
 .PHONY: deploy
-deploy: manifests ## Deploy the manager (image from IMG).
-	cd config/manager && kubectl kustomize . >/dev/null
-	kubectl apply --server-side -k config/default
+deploy: manifests ## Deploy CRD, RBAC and the manager with image IMG (server-side apply; the config files are not edited).
+	go run ./hack/render-installer --img $(IMG) | kubectl apply --server-side -f -
+
+.PHONY: chart-crds
+chart-crds: manifests ## Copy the generated CRD into the Helm chart (charts/schemagate/crds).
+	rm -f charts/schemagate/crds/*.yaml
+	cp config/crd/bases/*.yaml charts/schemagate/crds/
+
+.PHONY: build-installer
+build-installer: manifests chart-crds ## Render dist/install.yaml (config/default, kustomize) with the manager image IMG.
+	go run ./hack/render-installer --img $(IMG) -o dist/install.yaml
+
+.PHONY: helm-lint
+helm-lint: ## Lint and render the Helm chart with the Helm v4 library (test/install).
+	go test -count=1 -timeout 120s ./test/install/ -run 'TestChart'
 
 .PHONY: undeploy
 undeploy: ## Remove the manager.

@@ -30,8 +30,8 @@ const Header = "# schemagate installer: CRD, RBAC, namespace schemagate-system, 
 
 // Render builds config/default under configDir (the repository's config/ folder) and returns the
 // installer as multi-document YAML, Header first. img is an image reference as `docker push`
-// takes it (registry.example:5000/schemagate:v0.1.0, or name@sha256:…); "" keeps the image
-// config/manager names. The files under configDir are read, never written: the image override
+// takes it (registry.example:5000/schemagate:v0.1.0, or name@sha256:…; a bare name gets
+// :latest); "" keeps the image config/manager names. The files under configDir are read, never written: the image override
 // is a kustomization in memory whose base is a copy of config/ in memory.
 // Errors: unreadable config files, kustomize build errors, an img kustomize cannot split, or a
 // rendered Deployment whose manager image is not img.
@@ -42,10 +42,16 @@ func Render(configDir, img string) ([]byte, error) {
 		return nil, err
 	}
 	build := root + "/config/default"
+	want := img
 	if img != "" {
 		name, tag, digest := util.SplitImageName(img)
 		if name == "" {
 			return nil, fmt.Errorf("image %q has no name", img)
+		}
+		if tag == "" && digest == "" {
+			// kustomize would keep config/manager's tag; a bare name means :latest to a runtime.
+			tag = "latest"
+			want = img + ":latest"
 		}
 		k := types.Kustomization{
 			TypeMeta:  types.TypeMeta{APIVersion: types.KustomizationVersion, Kind: types.KustomizationKind},
@@ -77,7 +83,7 @@ func Render(configDir, img string) ([]byte, error) {
 		return nil, err
 	}
 	if img != "" {
-		if err := checkImage(out, img); err != nil {
+		if err := checkImage(out, want); err != nil {
 			return nil, err
 		}
 	}

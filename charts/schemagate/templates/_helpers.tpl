@@ -1,0 +1,72 @@
+{{/*
+schemagate.fullname: the prefix of every object's name: the release name when it already
+contains "schemagate", else "<release>-schemagate"; at most 63 characters.
+*/}}
+{{- define "schemagate.fullname" -}}
+{{- if contains "schemagate" .Release.Name -}}
+{{- .Release.Name | trunc 63 | trimSuffix "-" -}}
+{{- else -}}
+{{- printf "%s-schemagate" .Release.Name | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+{{- end -}}
+
+{{- define "schemagate.selectorLabels" -}}
+app.kubernetes.io/name: schemagate
+app.kubernetes.io/instance: {{ .Release.Name }}
+{{- end -}}
+
+{{- define "schemagate.labels" -}}
+{{ include "schemagate.selectorLabels" . }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
+{{- end -}}
+
+{{- define "schemagate.serviceAccountName" -}}
+{{ include "schemagate.fullname" . }}-manager
+{{- end -}}
+
+{{/*
+schemagate.namespacedRules: what the manager does in a namespace it watches. The same rules as
+config/rbac/role.yaml, which controller-gen generates from the markers beside the reconciler;
+test/install fails when this list grants less. routingservices/finalizers update: the owner
+references the manager sets block their owner's deletion, which the
+OwnerReferencesPermissionEnforcement admission plugin allows only with this verb.
+*/}}
+{{- define "schemagate.namespacedRules" -}}
+- apiGroups: ["routing.schemagate.io"]
+  resources: ["routingservices"]
+  verbs: ["get", "list", "watch"]
+- apiGroups: ["routing.schemagate.io"]
+  resources: ["routingservices/status"]
+  verbs: ["get", "update", "patch"]
+- apiGroups: ["routing.schemagate.io"]
+  resources: ["routingservices/finalizers"]
+  verbs: ["update"]
+- apiGroups: ["apps"]
+  resources: ["replicasets"]
+  verbs: ["get", "list", "watch", "create", "update", "patch", "delete"]
+- apiGroups: ["batch"]
+  resources: ["jobs"]
+  verbs: ["get", "list", "watch", "create", "patch"]
+- apiGroups: [""]
+  resources: ["pods"]
+  verbs: ["get", "list", "watch"]
+- apiGroups: ["events.k8s.io"]
+  resources: ["events"]
+  verbs: ["create", "patch"]
+{{- end -}}
+
+{{/*
+schemagate.metricsAuthRules: cluster-scoped, so always in a ClusterRole: the metrics endpoint
+asks the API server who a scraper is (TokenReview) and whether it may GET /metrics
+(SubjectAccessReview).
+*/}}
+{{- define "schemagate.metricsAuthRules" -}}
+- apiGroups: ["authentication.k8s.io"]
+  resources: ["tokenreviews"]
+  verbs: ["create"]
+- apiGroups: ["authorization.k8s.io"]
+  resources: ["subjectaccessreviews"]
+  verbs: ["create"]
+{{- end -}}
