@@ -29,7 +29,7 @@ func startManager(ctx context.Context, path, kubeconfig, logFile string) (*manag
 	}
 	p, err := localcluster.StartProcess("manager", path, []string{
 		"--kubeconfig=" + kubeconfig, "--leader-elect=false",
-		fmt.Sprintf("--metrics-bind-address=127.0.0.1:%d", metrics),
+		fmt.Sprintf("--metrics-bind-address=127.0.0.1:%d", metrics), "--metrics-secure=false",
 		fmt.Sprintf("--health-probe-bind-address=127.0.0.1:%d", probes),
 	}, logFile)
 	if err != nil {

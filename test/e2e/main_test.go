@@ -77,7 +77,7 @@ func run(m *testing.M) int {
 	metricsURL = fmt.Sprintf("http://127.0.0.1:%d/metrics", metricsPort)
 	manager, err = localcluster.StartProcess("manager", filepath.Join(binDir, "manager"), []string{
 		"--kubeconfig=" + cluster.Kubeconfig, "--leader-elect=false",
-		fmt.Sprintf("--metrics-bind-address=127.0.0.1:%d", metricsPort), "--health-probe-bind-address=0",
+		fmt.Sprintf("--metrics-bind-address=127.0.0.1:%d", metricsPort), "--metrics-secure=false", "--health-probe-bind-address=0",
 	}, filepath.Join(state, "logs", "manager.log"))
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "manager:", err)
