@@ -50,6 +50,9 @@ type Options struct {
 	PodsPerNode int
 	// Log receives one line per step (may be nil).
 	Log io.Writer
+	// APIServerArgs are appended to kube-apiserver's flags, e.g.
+	// "--enable-admission-plugins=OwnerReferencesPermissionEnforcement" (nil: none).
+	APIServerArgs []string
 }
 
 // Cluster is a running local control plane.
@@ -224,7 +227,7 @@ func (c *Cluster) etcdArgs() []string {
 }
 
 func (c *Cluster) apiserverArgs() []string {
-	return []string{
+	return append([]string{
 		"--etcd-servers=" + c.etcdURL(),
 		"--bind-address=127.0.0.1", "--advertise-address=127.0.0.1", "--endpoint-reconciler-type=none",
 		"--secure-port=" + strconv.Itoa(c.ports["apiserver"]),
@@ -237,7 +240,7 @@ func (c *Cluster) apiserverArgs() []string {
 		"--service-cluster-ip-range=10.96.0.0/24",
 		"--authorization-mode=Node,RBAC",
 		"--enable-priority-and-fairness=false",
-	}
+	}, c.opts.APIServerArgs...)
 }
 
 func (c *Cluster) controllerManagerArgs() []string {
