@@ -1,0 +1,108 @@
+package integration
+
+import (
+	"fmt"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"net/url"
+	"sort"
+	"sync"
+	"testing"
+
+	"k8s.io/client-go/rest"
+)
+
+// throttlingProxy is a loopback reverse proxy in front of an API server that answers the first
+// `first(r)` requests of each kind with 429 Too Many Requests and Retry-After: 1, as the API
+// server's Priority and Fairness does when a priority level's queues are full, and passes every
+// other request through with the admin's credentials. A kind is the method, the path and whether
+// it is a watch: "POST /apis/apps/v1/namespaces/x/replicasets".
+type throttlingProxy struct {
+	URL   string // http://127.0.0.1:port
+	first func(r *http.Request) int
+
+	mu        sync.Mutex
+	seen      map[string]int // kind → requests received
+	throttled map[string]int // kind → of those, answered 429
+}
+
+// startThrottlingProxy proxies to the API server of admin until the test ends.
+func startThrottlingProxy(t *testing.T, admin *rest.Config, first func(r *http.Request) int) *throttlingProxy {
+	t.Helper()
+	target, err := url.Parse(admin.Host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	transport, err := rest.TransportFor(admin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rp := httputil.NewSingleHostReverseProxy(target)
+	rp.Transport = transport
+	rp.FlushInterval = -1 // watches stream
+	p := &throttlingProxy{first: first, seen: map[string]int{}, throttled: map[string]int{}}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if p.throttle(r) {
+			w.Header().Set("Content-Type", "application/json")
+			w.Header().Set("Retry-After", "1")
+			w.WriteHeader(http.StatusTooManyRequests)
+			fmt.Fprint(w, `{"kind":"Status","apiVersion":"v1","status":"Failure","message":"too many requests, please try again later","reason":"TooManyRequests","details":{"retryAfterSeconds":1},"code":429}`)
+			return
+		}
+		r.Host = target.Host
+		rp.ServeHTTP(w, r)
+	})}
+	go func() { _ = srv.Serve(l) }()
+	t.Cleanup(func() { _ = srv.Close() })
+	p.URL = "http://" + l.Addr().String()
+	return p
+}
+
+func requestKind(r *http.Request) string {
+	k := r.Method + " " + r.URL.Path
+	if r.URL.Query().Get("watch") == "true" {
+		k += " (watch)"
+	}
+	return k
+}
+
+func (p *throttlingProxy) throttle(r *http.Request) bool {
+	k := requestKind(r)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.seen[k]++
+	if p.seen[k] <= p.first(r) {
+		p.throttled[k]++
+		return true
+	}
+	return false
+}
+
+// counts returns, per kind, the requests received and how many of them were answered 429.
+func (p *throttlingProxy) counts() (seen, throttled map[string]int) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	seen, throttled = map[string]int{}, map[string]int{}
+	for k, n := range p.seen {
+		seen[k] = n
+	}
+	for k, n := range p.throttled {
+		throttled[k] = n
+	}
+	return seen, throttled
+}
+
+// kinds lists the keys of m in order.
+func kinds(m map[string]int) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
