@@ -29,6 +29,16 @@ const (
 	// DefaultRevisionHistoryLimit is spec.strategy.revisionHistoryLimit's default, in ReplicaSets
 	// per shard.
 	DefaultRevisionHistoryLimit int32 = 2
+	// DefaultJobHistoryLimit is spec.strategy.jobHistoryLimit's default, in finished Jobs of each
+	// kind (migration, schema check, shard check).
+	DefaultJobHistoryLimit int32 = 3
+	// DefaultDisruptionBudgetEnabled is spec.disruptionBudget.enabled's default: every shard gets
+	// a PodDisruptionBudget.
+	DefaultDisruptionBudgetEnabled = true
+	// MinDisruptionBudgetMaxUnavailable is the floor of the maxUnavailable schemagate derives for a
+	// shard's PodDisruptionBudget when spec.disruptionBudget.maxUnavailable is omitted, in pods:
+	// a budget allowing 0 disruptions blocks every node drain.
+	MinDisruptionBudgetMaxUnavailable int32 = 1
 	// DefaultMigrationBackoffLimit is spec.schema.migration.backoffLimit's default, in retries.
 	DefaultMigrationBackoffLimit int32 = 2
 	// DefaultMigrationActiveDeadlineSeconds is spec.schema.migration.activeDeadlineSeconds's
@@ -98,6 +108,17 @@ func (s *RolloutStrategy) FailurePolicyOrDefault() FailurePolicy {
 // when it is not set.
 func (s *RolloutStrategy) RevisionHistoryLimitOrDefault() int32 {
 	return ptr.Deref(s.RevisionHistoryLimit, DefaultRevisionHistoryLimit)
+}
+
+// JobHistoryLimitOrDefault returns jobHistoryLimit, or DefaultJobHistoryLimit (3) when it is not
+// set, and at least 1 whatever is stored (the CRD's minimum).
+func (s *RolloutStrategy) JobHistoryLimitOrDefault() int32 {
+	return max(1, ptr.Deref(s.JobHistoryLimit, DefaultJobHistoryLimit))
+}
+
+// EnabledOrDefault returns enabled, or DefaultDisruptionBudgetEnabled (true) when it is not set.
+func (d *DisruptionBudgetSpec) EnabledOrDefault() bool {
+	return ptr.Deref(d.Enabled, DefaultDisruptionBudgetEnabled)
 }
 
 // BackoffLimitOrDefault returns backoffLimit, or DefaultMigrationBackoffLimit (2) when it is not set.

@@ -48,6 +48,41 @@ type RoutingServiceSpec struct {
 	// Set it declaratively (it survives GitOps self-heal).
 	// +optional
 	Paused bool `json:"paused,omitempty"`
+
+	// disruptionBudget sets the PodDisruptionBudget schemagate keeps for each shard, which limits
+	// voluntary evictions (kubectl drain, a cluster autoscaler scaling nodes down) of the shard's
+	// routing pods, all revisions counted together. Omitted, every shard gets one with the
+	// default maxUnavailable. See docs/disruption-budgets.md.
+	// +optional
+	// +kubebuilder:default={}
+	DisruptionBudget DisruptionBudgetSpec `json:"disruptionBudget,omitempty"`
+}
+
+// DisruptionBudgetSpec configures the per-shard policy/v1 PodDisruptionBudgets. Each is named
+// <routingservice>-<shard>, selects the shard's routing pods of every revision (the labels
+// schemagate.io/name, schemagate.io/shard and app.kubernetes.io/component=routing), has the
+// RoutingService as its controller (the garbage collector removes it with the RoutingService), and
+// exists before the shard's first pod is created.
+type DisruptionBudgetSpec struct {
+	// enabled, when false, opts out: schemagate creates no PodDisruptionBudget and deletes the ones
+	// it created before (for clusters where another tool owns them). Default true.
+	// +optional
+	// +kubebuilder:default=true
+	Enabled *bool `json:"enabled,omitempty"`
+
+	// maxUnavailable is how many of a shard's routing pods may be unavailable at once because of
+	// evictions: a number of pods (>= 0) or a percentage of the shard's pods, which the disruption
+	// controller rounds up (policy/v1 semantics), set as it is on each shard's budget.
+	// Omitted, each shard's budget is spec.strategy.maxUnavailable resolved against the shard's
+	// replicas (rounded down, as a rollout step uses it), but at least 1 pod, and it follows
+	// replica and strategy changes. The floor of 1 is deliberate: strategy.maxUnavailable defaults
+	// to 0, and a budget that allows no disruption makes `kubectl drain` wait forever on every node
+	// running such a pod (the Kubernetes documentation on PodDisruptionBudgets warns of it). Set 0
+	// explicitly only to forbid voluntary evictions altogether.
+	// +optional
+	// +kubebuilder:validation:XIntOrString
+	// +kubebuilder:validation:XValidation:rule="type(self) == int ? self >= 0 : self.matches('^[0-9]+%$')",message="spec.disruptionBudget.maxUnavailable must be a non-negative number or percentage"
+	MaxUnavailable *intstr.IntOrString `json:"maxUnavailable,omitempty"`
 }
 
 // SchemaSpec is the schema version a revision requires and how to reach it.
@@ -267,6 +302,18 @@ type RolloutStrategy struct {
 	// +kubebuilder:validation:Minimum=0
 	// +kubebuilder:validation:Maximum=100
 	RevisionHistoryLimit *int32 `json:"revisionHistoryLimit,omitempty"`
+
+	// jobHistoryLimit is how many finished Jobs of each kind (migration, schema check, shard
+	// check) the RoutingService keeps; older ones are deleted with their pods (propagation
+	// Background), oldest first. Jobs that still matter are always kept and count towards the
+	// limit: the Job whose schema report confirms the schema now (status.schema.confirmedBy), any
+	// Job still running or finished less than 30 s ago, the latest migration and check Job for
+	// spec.schema.version, and the check Jobs of the update revision. Default 3, at least 1.
+	// +optional
+	// +kubebuilder:default=3
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=100
+	JobHistoryLimit *int32 `json:"jobHistoryLimit,omitempty"`
 
 	// checks judge each shard by what the service does, not only by pod readiness (issue 11): they
 	// run during each shard's bake, and the shard is promoted only once every check passed and
