@@ -6,6 +6,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
@@ -97,6 +98,8 @@ func (c ManagerConfig) Options() ctrl.Options {
 			&appsv1.ReplicaSet{}: {Label: ours},
 			&batchv1.Job{}:       {Label: ours},
 			&corev1.Pod{}:        {Label: ours},
+			// The per-shard budgets (controllers/pdb.go), labelled like the rest.
+			&policyv1.PodDisruptionBudget{}: {Label: ours},
 		}},
 		Controller: config.Controller{MaxConcurrentReconciles: c.MaxConcurrentReconciles},
 	}

@@ -35,6 +35,11 @@ func (r *RoutingServiceReconciler) apply(ctx context.Context, rsvc *routingv1alp
 			err = r.Delete(ctx, a.ReplicaSet, client.Preconditions{UID: &a.ReplicaSet.UID, ResourceVersion: &a.ReplicaSet.ResourceVersion})
 		case rollout.CreateJob:
 			err = r.Create(ctx, a.Job)
+		case rollout.DeleteJob:
+			// Background: the Job goes now and the garbage collector removes its pods. Already
+			// gone is what was asked.
+			err = client.IgnoreNotFound(r.Delete(ctx, a.Job, client.PropagationPolicy(metav1.DeletePropagationBackground),
+				client.Preconditions{UID: &a.Job.UID, ResourceVersion: &a.Job.ResourceVersion}))
 		case rollout.SuspendJob:
 			patch := client.MergeFromWithOptions(a.Job.DeepCopy(), client.MergeFromWithOptimisticLock{})
 			suspended := a.Job.DeepCopy()

@@ -11,6 +11,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/clock"
@@ -52,7 +53,7 @@ type RoutingServiceReconciler struct {
 // +kubebuilder:rbac:groups=routing.schemagate.io,resources=routingservices/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups=routing.schemagate.io,resources=routingservices/finalizers,verbs=update
 // +kubebuilder:rbac:groups=apps,resources=replicasets,verbs=get;list;watch;create;update;patch;delete
-// +kubebuilder:rbac:groups=batch,resources=jobs,verbs=get;list;watch;create;patch
+// +kubebuilder:rbac:groups=batch,resources=jobs,verbs=get;list;watch;create;patch;delete
 // +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 
@@ -96,6 +97,9 @@ func (r *RoutingServiceReconciler) Reconcile(ctx context.Context, req ctrl.Reque
 		plan = rollout.Compute(observed)
 	}
 
+	if err := r.syncDisruptionBudgets(ctx, rsvc); err != nil {
+		return ctrl.Result{}, err
+	}
 	applyErr := r.apply(ctx, rsvc, plan.Actions)
 	if conflict, ok := r.conflictOf(ctx, rsvc, applyErr); ok {
 		// S-21: the name is held by an object this RoutingService does not control. Decide again
@@ -156,6 +160,7 @@ func (r *RoutingServiceReconciler) SetupWithManager(mgr ctrl.Manager) error {
 			predicate.GenerationChangedPredicate{}, predicate.LabelChangedPredicate{}, predicate.AnnotationChangedPredicate{}))).
 		Owns(&appsv1.ReplicaSet{}).
 		Owns(&batchv1.Job{}).
+		Owns(&policyv1.PodDisruptionBudget{}).
 		// Migration and check pods carry the schema reports, and say why a migration is stuck
 		// (image pull, scheduling) before the Job does.
 		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(migrationPodOwner)).

@@ -13,8 +13,10 @@ import (
 // the ones a rollback would return the shard to (the last served, and the last served before the
 // update revision), are always kept (S-17). ReplicaSets of a shard removed from spec.shards are scaled to 0 and then deleted,
 // but only once the update revision is promoted everywhere else, so removing a region never
-// overlaps with a rollout.
+// overlaps with a rollout. Finished Jobs beyond strategy.jobHistoryLimit are pruned too
+// (pruneJobs, jobs_history.go).
 func (p *planner) cleanup() {
+	p.pruneJobs()
 	limit := int(p.rsvc.Spec.Strategy.RevisionHistoryLimitOrDefault())
 	inSpec := map[string]bool{}
 	for _, shard := range p.rsvc.Spec.Shards {

@@ -71,6 +71,9 @@ const (
 	CreateJob        ActionKind = "CreateJob"
 	// SuspendJob sets a migration Job's spec.suspend, so the Job controller stops its pods.
 	SuspendJob ActionKind = "SuspendJob"
+	// DeleteJob deletes a finished Job beyond spec.strategy.jobHistoryLimit, with its pods
+	// (propagation Background; jobs_history.go).
+	DeleteJob ActionKind = "DeleteJob"
 	// AdoptReplicaSet adds a controller reference to an orphaned ReplicaSet (S-20).
 	AdoptReplicaSet ActionKind = "AdoptReplicaSet"
 	// MarkServed sets a ReplicaSet's schemagate.io/served-order annotation to Order: its revision
@@ -98,7 +101,7 @@ type Action struct {
 
 func (a Action) String() string {
 	switch a.Kind {
-	case CreateJob, SuspendJob:
+	case CreateJob, SuspendJob, DeleteJob:
 		return fmt.Sprintf("%s %s: %s", a.Kind, a.Job.Name, a.Note)
 	case ScaleReplicaSet:
 		return fmt.Sprintf("%s %s %d→%d: %s", a.Kind, a.ReplicaSet.Name, replicasOf(a.ReplicaSet), a.Replicas, a.Note)

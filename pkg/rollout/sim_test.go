@@ -139,6 +139,8 @@ func (w *world) reconcile() Plan {
 			w.jobs[j.Name] = j
 		case SuspendJob:
 			w.jobs[a.Job.Name].Spec.Suspend = ptr.To(true)
+		case DeleteJob:
+			w.deleteJob(a.Job.Name)
 		case AdoptReplicaSet:
 			w.rss[a.ReplicaSet.Name].OwnerReferences = append(w.rss[a.ReplicaSet.Name].OwnerReferences, ControllerRef(w.rsvc))
 		case MarkServed:
