@@ -31,6 +31,9 @@ func (r *RoutingServiceReconciler) apply(ctx context.Context, rsvc *routingv1alp
 			err = r.Create(ctx, a.ReplicaSet)
 		case rollout.ScaleReplicaSet:
 			err = r.scale(ctx, a.ReplicaSet, a.Replicas)
+			if err == nil && a.Replicas == 0 && a.RemovePods {
+				r.removeScaledToZero(ctx, a.ReplicaSet)
+			}
 		case rollout.DeleteReplicaSet:
 			err = r.Delete(ctx, a.ReplicaSet, client.Preconditions{UID: &a.ReplicaSet.UID, ResourceVersion: &a.ReplicaSet.ResourceVersion})
 		case rollout.CreateJob:

@@ -91,6 +91,12 @@ type Action struct {
 	ReplicaSet *appsv1.ReplicaSet
 	// Replicas is the new spec.replicas for ScaleReplicaSet.
 	Replicas int32
+	// RemovePods, on a ScaleReplicaSet to 0 in a promotion step, asks the reconciler to delete the
+	// ReplicaSet's pods itself once the scale is written, rather than leave each deletion to the
+	// ReplicaSet controller (controllers/drain.go says why). Set only for a ReplicaSet whose
+	// revision may run (so a pod the ReplicaSet controller might briefly recreate breaks no
+	// invariant), never in a rollback.
+	RemovePods bool
 	// Job is the Job to create, or the observed Job to suspend.
 	Job *batchv1.Job
 	// Order is the served-order for MarkServed.

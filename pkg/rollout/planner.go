@@ -581,7 +581,7 @@ func (p *planner) rollTowardsRS(shard routingv1alpha1.ShardSpec, target *appsv1.
 			if newOthers[i] > replicasOf(rs) {
 				verb = "grow the serving set:"
 			}
-			p.act(Action{Kind: ScaleReplicaSet, ReplicaSet: rs, Replicas: newOthers[i],
+			p.act(Action{Kind: ScaleReplicaSet, ReplicaSet: rs, Replicas: newOthers[i], RemovePods: patient && newOthers[i] == 0 && p.mayRun(rs),
 				Note: fmt.Sprintf("%s: %s revision %s in shard %s, keeping %d available", why, verb, rs.Labels[LabelRevision], shard.Name, b.MinAvailable())})
 		}
 	}

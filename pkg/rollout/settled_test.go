@@ -3,6 +3,7 @@ package rollout
 import (
 	"strings"
 	"testing"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -105,5 +106,63 @@ func TestPromotionWaitsForTheReplicaSetController(t *testing.T) {
 	plan = w.reconcile()
 	if len(scales(plan)) == 0 {
 		t.Fatalf("a rollback waited for the ReplicaSet controller: %v", plan.Actions)
+	}
+}
+
+// drive reconciles w as run does, until done, and returns every action applied.
+func (w *world) drive(limit int, done func() bool) []Action {
+	var all []Action
+	for i := 0; i < limit; i++ {
+		plan := w.reconcile()
+		all = append(all, plan.Actions...)
+		if done() {
+			return all
+		}
+		w.tick()
+		step := time.Second
+		if len(plan.Actions) == 0 && plan.RequeueAfter > step {
+			step = plan.RequeueAfter
+		}
+		w.now = w.now.Add(step)
+	}
+	w.t.Fatalf("not done after %d rounds", limit)
+	return nil
+}
+
+// TestOnlyAPromotionRemovesPodsItself: the step that scales an old ReplicaSet of a shard to 0
+// during a promotion asks the reconciler to delete its pods (drain.go), once per shard; a
+// rollback's scale to 0 never does.
+func TestOnlyAPromotionRemovesPodsItself(t *testing.T) {
+	w := steady(t)
+	w.update("app:v2", "1", "migrate:ok")
+	var removing []string
+	for _, a := range w.drive(300, func() bool { return w.isTrue(routingv1alpha1.ConditionReady) }) {
+		if a.Kind == ScaleReplicaSet && a.RemovePods {
+			removing = append(removing, a.ReplicaSet.Labels[LabelShard])
+			if a.Replicas != 0 || a.ReplicaSet.Spec.Template.Spec.Containers[0].Image != "app:v1" {
+				t.Fatalf("RemovePods on something else than v1 scaled to 0: %s", a.String())
+			}
+		}
+	}
+	if got := strings.Join(removing, " "); got != "us-east eu-west ap-south" {
+		t.Fatalf("want one v1 scale to 0 with RemovePods per shard, in order; got %q", got)
+	}
+
+	w = steady(t)
+	w.update("app:broken", "1", "migrate:ok")
+	rolledBack := false
+	for _, a := range w.drive(300, func() bool {
+		c := w.condition(routingv1alpha1.ConditionStalled)
+		return c != nil && c.Status == "True" && strings.Contains(c.Message, "rolled back")
+	}) {
+		if a.Kind == ScaleReplicaSet && a.Replicas == 0 {
+			rolledBack = true
+			if a.RemovePods {
+				t.Fatalf("a rollback asked to remove pods itself: %s", a.String())
+			}
+		}
+	}
+	if !rolledBack {
+		t.Fatal("the broken revision was never scaled to 0")
 	}
 }
