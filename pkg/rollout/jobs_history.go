@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -53,6 +54,12 @@ func (p *planner) pruneJobs() {
 			if keep[j] {
 				continue
 			}
+			if done := finishedTime(j).Add(reportLag); p.now.Before(done) {
+				// Its pod may not be in the cache yet: look again once it must be, since no watch
+				// event may come then.
+				p.requeueAt(done.Add(time.Second))
+				continue
+			}
 			excess--
 			p.act(Action{Kind: DeleteJob, Job: j,
 				Note: fmt.Sprintf("jobHistoryLimit %d: the newest %d finished %s Jobs are kept, and the ones that still matter", limit, limit, kind)})
@@ -64,8 +71,9 @@ func (p *planner) pruneJobs() {
 //
 //   - the evidence: the Job whose reading says what the database is at now (evidence.go), which
 //     status.schema.confirmedBy names;
-//   - a Job with pods still active or terminating, or finished less than reportLag (30 s) ago,
-//     whose pod the cache may not show finished yet (its report could still become the evidence);
+//   - a Job with pods still active or terminating (one finished less than reportLag, 30 s, ago is
+//     not deleted either, by pruneJobs: its pod may not be in the cache yet, and its report could
+//     still become the evidence);
 //   - the latest migration attempt and the latest check Job for spec.schema.version (the gate
 //     reads them: retries, failures, lost evidence), and, per shard, the latest check Job run
 //     before that shard for the update revision (spec.schema.check.beforeEachShard);
@@ -101,8 +109,6 @@ func (p *planner) jobsThatMatter() map[*batchv1.Job]bool {
 		}
 		switch {
 		case !stopped(j), !finished(j):
-			keep[j] = true
-		case p.now.Before(finishedTime(j).Add(reportLag)):
 			keep[j] = true
 		case j.Labels[LabelComponent] == ComponentShardCheck && j.Labels[LabelRevision] == p.update:
 			keep[j] = true

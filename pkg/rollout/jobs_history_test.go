@@ -219,9 +219,18 @@ func TestJobHistoryNeverDeletesLiveOrRecentJobs(t *testing.T) {
 		j.OwnerReferences[0].UID = "uid-someone-else"
 	})
 	mk("prunable", old, func(*batchv1.Job) {})
-	d := deletes(Compute(w.observed()))
-	if !slices.Equal(d, []string{"prunable"}) {
+	plan := Compute(w.observed())
+	if d := deletes(plan); !slices.Equal(d, []string{"prunable"}) {
 		t.Fatalf("deletes %v, want only [prunable]", d)
+	}
+	// No watch event may come once just-finished's pod is surely in the cache: it looks again
+	// then (finished 10 s ago, 30 s of report lag, 1 s margin).
+	if plan.RequeueAfter == 0 || plan.RequeueAfter > 21*time.Second {
+		t.Fatalf("requeue after %s, want at most 21s", plan.RequeueAfter)
+	}
+	w.now = w.now.Add(21 * time.Second)
+	if d := deletes(Compute(w.observed())); !slices.Contains(d, "just-finished") {
+		t.Fatalf("past its report lag, just-finished is not pruned: %v", d)
 	}
 }
 
