@@ -19,9 +19,6 @@ const (
 	// with --metrics-secure true and false: the ports kubebuilder's scaffolds use for each.
 	defaultSecureMetricsAddr = ":8443"
 	defaultPlainMetricsAddr  = ":8080"
-	// defaultMaxConcurrentReconciles is the number of workers the RoutingService controller has
-	// always run with (it was hard-coded in SetupWithManager).
-	defaultMaxConcurrentReconciles = 4
 	// defaultKubeAPIQPS < 0: no client-side rate limit, as controller-runtime's GetConfig sets.
 	defaultKubeAPIQPS = -1
 )
@@ -51,7 +48,7 @@ func bindManagerFlags(fs *flag.FlagSet) *managerFlags {
 		"Namespace of the leader election Lease (default: the manager's own, or "+outOfClusterLeaderElectionNamespace+" out of cluster). Independent of --watch-namespaces.")
 	fs.StringVar(&f.watchNamespaces, "watch-namespaces", "",
 		"Comma-separated namespaces whose RoutingServices the manager reconciles; it then reads and watches nothing elsewhere, so Roles in these namespaces suffice. Empty: every namespace (needs a ClusterRole).")
-	fs.IntVar(&c.MaxConcurrentReconciles, "max-concurrent-reconciles", defaultMaxConcurrentReconciles,
+	fs.IntVar(&c.MaxConcurrentReconciles, "max-concurrent-reconciles", controllers.DefaultMaxConcurrentReconciles,
 		"RoutingServices reconciled at once (one object is never reconciled by two workers at a time).")
 	fs.Float64Var(&f.kubeAPIQPS, "kube-api-qps", defaultKubeAPIQPS,
 		"Client-side limit of the manager's requests to the API server, per second. Negative (default): no client-side limit; the API server's Priority and Fairness limits the manager, and client-go retries its 429 answers after their Retry-After.")

@@ -39,7 +39,7 @@ const (
 )
 
 // Phases measured by Event.Duration (the manager exports them as
-// schemagate_phase_duration_seconds{phase}).
+// schemagate_phase_duration_seconds{namespace,name,phase,shard}).
 const (
 	// PhaseMigration: the migration Job's own run, from its startTime to its completionTime.
 	PhaseMigration = "migration"

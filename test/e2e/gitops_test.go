@@ -160,10 +160,10 @@ func TestGitOpsContract(t *testing.T) {
 	body, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
 	for _, want := range []string{
-		`schemagate_phase_duration_seconds_count{phase="migration",shard=""}`,
-		`schemagate_phase_duration_seconds_count{phase="gate_wait",shard=""}`,
-		`schemagate_phase_duration_seconds_count{phase="shard_progress",shard="us-east"}`,
-		`schemagate_phase_duration_seconds_count{phase="shard_bake",shard="ap-south"}`,
+		fmt.Sprintf(`schemagate_phase_duration_seconds_count{name="rs-a",namespace="%s",phase="migration",shard=""}`, ns),
+		fmt.Sprintf(`schemagate_phase_duration_seconds_count{name="rs-a",namespace="%s",phase="gate_wait",shard=""}`, ns),
+		fmt.Sprintf(`schemagate_phase_duration_seconds_count{name="rs-a",namespace="%s",phase="shard_progress",shard="us-east"}`, ns),
+		fmt.Sprintf(`schemagate_phase_duration_seconds_count{name="rs-a",namespace="%s",phase="shard_bake",shard="ap-south"}`, ns),
 		`schemagate_rollouts_total{outcome="complete"}`,
 		`schemagate_rollouts_total{outcome="failed"}`,
 		fmt.Sprintf(`schemagate_rollout_step{name="rs-a",namespace="%s",reason="ProgressDeadlineExceeded"} 1`, ns),
