@@ -125,14 +125,6 @@ IMAGE_ARCHES ?= amd64,arm64
 image: ## Build the manager image without a container engine: OCI layout of linux/amd64+arm64 and a docker-load tarball in dist/image.
 	go run ./hack/image --out $(IMAGE_DIR) --tag $(IMG) --arches $(IMAGE_ARCHES)
 
-# `make image`: where it writes and which linux GOARCHes it builds (docs/image.md).
-IMAGE_DIR ?= dist/image
-IMAGE_ARCHES ?= amd64,arm64
-
-.PHONY: image
-image: ## Build the manager image without a container engine: OCI layout of linux/amd64+arm64 and a docker-load tarball in dist/image.
-	go run ./hack/image --out $(IMAGE_DIR) --tag $(IMG) --arches $(IMAGE_ARCHES)
-
 ##@ Deployment
 
 .PHONY: install
