@@ -306,6 +306,9 @@ type fuzzCluster struct {
 	// reconciler's measurements return, in order (a value ≥ 4 is fatal).
 	Measured uint8
 	Answers  []uint8
+	// JobHistoryLimit sets spec.strategy.jobHistoryLimit: 0 leaves it unset (default 3), n > 0
+	// sets 1 + (n-1)%4.
+	JobHistoryLimit uint8
 }
 
 type fuzzRS struct {
@@ -471,6 +474,9 @@ func fuzzObserved(statusIn, clusterIn []byte, clock int64) Observed {
 	rsvc.Spec.Schema.Version = pick(c.Version, fuzzVersions)
 	rsvc.Spec.Schema.Migration.Template.Spec.Containers[0].Image = pick(c.MigrationImage, []string{"migrate:ok", "migrate:fixed"})
 	rsvc.Generation = 1 + int64(c.Generation%4)
+	if c.JobHistoryLimit > 0 {
+		rsvc.Spec.Strategy.JobHistoryLimit = ptr.To(int32(1 + (c.JobHistoryLimit-1)%4))
+	}
 	if c.ShardChecks%4 > 0 {
 		rsvc.Spec.Strategy.Checks = []routingv1alpha1.ShardCheck{{Name: "smoke", DryRun: c.ShardChecks%4 == 2, Job: &routingv1alpha1.JobCheck{
 			Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{RestartPolicy: corev1.RestartPolicyNever, Containers: []corev1.Container{{Name: "verify", Image: "verify:ok"}}}}}}}

@@ -268,3 +268,50 @@ func TestJobHistoryShardChecks(t *testing.T) {
 		}
 	}
 }
+
+// FuzzJobHistory checks pruning on FuzzCompute's clusters (fuzzObserved): every Job a plan deletes
+// is one the RoutingService controls, finished, with no pod active or terminating, and not the
+// evidence; and the cluster without those Jobs, computed again, confirms the same version by the
+// same Job with the same SchemaReady status: pruning never changes what the gate sees.
+func FuzzJobHistory(f *testing.F) {
+	f.Add([]byte(nil), []byte(nil), int64(0))
+	f.Add([]byte(nil), fuzzClusterSeed(func(c *fuzzCluster) {
+		c.Jobs, c.JobHistoryLimit = []fuzzJob{{Condition: 1}, {Version: 1, Condition: 1}, {Version: 2, Condition: 2}}, 1
+	}), int64(3600))
+	f.Fuzz(func(t *testing.T, status, cluster []byte, clock int64) {
+		o := fuzzObserved(status, cluster, clock)
+		plan := Compute(o)
+		gone := map[string]bool{}
+		for _, a := range plan.Actions {
+			if a.Kind != DeleteJob {
+				continue
+			}
+			j := a.Job
+			if !metav1.IsControlledBy(j, o.RoutingService) || !finished(j) || !stopped(j) || j.DeletionTimestamp != nil {
+				t.Fatalf("%s deletes a Job it must not: controlled %v, finished %v, stopped %v", a, metav1.IsControlledBy(j, o.RoutingService), finished(j), stopped(j))
+			}
+			if j.Name == plan.Status.Schema.ConfirmedBy {
+				t.Fatalf("%s deletes the evidence", a)
+			}
+			gone[string(j.UID)+"/"+j.Name] = true
+		}
+		if len(gone) == 0 {
+			return
+		}
+		after := deepCopyObserved(o)
+		after.Jobs = nil
+		for _, j := range o.Jobs {
+			if j == nil || !gone[string(j.UID)+"/"+j.Name] {
+				after.Jobs = append(after.Jobs, j)
+			}
+		}
+		again := Compute(after)
+		a, b := plan.Status.Schema, again.Status.Schema
+		if a.ConfirmedVersion != b.ConfirmedVersion || a.ConfirmedBy != b.ConfirmedBy {
+			t.Fatalf("pruning changed the evidence: confirmed %q by %q, then %q by %q", a.ConfirmedVersion, a.ConfirmedBy, b.ConfirmedVersion, b.ConfirmedBy)
+		}
+		if x, y := conditionStatus(plan.Status, routingv1alpha1.ConditionSchemaReady), conditionStatus(again.Status, routingv1alpha1.ConditionSchemaReady); x != y {
+			t.Fatalf("pruning changed SchemaReady: %s, then %s", x, y)
+		}
+	})
+}
