@@ -22,8 +22,22 @@ import (
 	"github.com/schemagate/schemagate/hack/render-installer/installer"
 )
 
+// repository is the image repository the tests render with: the chart has no default (no image
+// is published), see TestChartNeedsImageRepository.
+const repository = "registry.example/schemagate"
+
+// withImage returns vals (nil: none) with image.repository set to repository, as every install
+// must set it.
+func withImage(vals map[string]any) map[string]any {
+	out := map[string]any{"image": map[string]any{"repository": repository}}
+	for k, v := range vals {
+		out[k] = v
+	}
+	return out
+}
+
 // teams is the namespace-scoped configuration the tests render.
-var teams = map[string]any{"watchNamespaces": []any{"team-a", "team-b"}}
+var teams = withImage(map[string]any{"watchNamespaces": []any{"team-a", "team-b"}})
 
 // `helm lint --strict` finds nothing, neither for the defaults nor for namespace-scoped mode.
 func TestChartLint(t *testing.T) {
@@ -31,7 +45,7 @@ func TestChartLint(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for name, vals := range map[string]map[string]any{"defaults": {}, "watchNamespaces": teams} {
+	for name, vals := range map[string]map[string]any{"defaults": withImage(nil), "watchNamespaces": teams} {
 		t.Run(name, func(t *testing.T) {
 			res := lint.RunAll(ChartDir(), vals, "schemagate-system", lint.WithKubeVersion(kv))
 			for _, m := range res.Messages {
@@ -64,10 +78,30 @@ func TestChartCRDIsGenerated(t *testing.T) {
 	}
 }
 
-// The defaults: cluster-wide, the manager's pod locked down as in dist/install.yaml, its
-// ServiceAccount granted what the reconciler's markers ask for by a ClusterRole.
+// No image is published, so the chart has no default repository: an install without one stops
+// before anything reaches the cluster and says what to set.
+func TestChartNeedsImageRepository(t *testing.T) {
+	const want = "set image.repository (and image.tag) to the image you built: see docs/image.md"
+	for name, vals := range map[string]map[string]any{
+		"defaults":   nil,
+		"tag only":   {"image": map[string]any{"tag": "v0.1.0"}},
+		"empty name": {"image": map[string]any{"repository": ""}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			_, err := RenderChart(ChartDir(), "schemagate", "schemagate-system", vals)
+			if err == nil || !strings.Contains(err.Error(), want) {
+				t.Fatalf("error %v, want one saying %q", err, want)
+			}
+			t.Log(err)
+		})
+	}
+}
+
+// The defaults (with the one required value, image.repository): cluster-wide, the manager's pod
+// locked down as in dist/install.yaml, its ServiceAccount granted what the reconciler's markers
+// ask for by a ClusterRole, the manager's own defaults for its client.
 func TestChartDefaults(t *testing.T) {
-	r, err := RenderChart(ChartDir(), "schemagate", "schemagate-system", nil)
+	r, err := RenderChart(ChartDir(), "schemagate", "schemagate-system", withImage(nil))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -75,8 +109,8 @@ func TestChartDefaults(t *testing.T) {
 	d := oneDeployment(t, objs)
 	checkManagerPod(t, d)
 	c := d.Spec.Template.Spec.Containers[0]
-	if c.Image != "schemagate/manager:0.1.0" || c.ImagePullPolicy != corev1.PullIfNotPresent {
-		t.Errorf("image %s (%s), want schemagate/manager:0.1.0 (the appVersion), IfNotPresent", c.Image, c.ImagePullPolicy)
+	if want := repository + ":" + r.Release.Chart.Metadata.AppVersion; c.Image != want || c.ImagePullPolicy != corev1.PullIfNotPresent {
+		t.Errorf("image %s (%s), want %s (the appVersion), IfNotPresent", c.Image, c.ImagePullPolicy, want)
 	}
 	if *d.Spec.Replicas != 2 {
 		t.Errorf("replicas = %d, want 2", *d.Spec.Replicas)
@@ -84,9 +118,24 @@ func TestChartDefaults(t *testing.T) {
 	if slices.ContainsFunc(c.Args, func(a string) bool { return strings.HasPrefix(a, "--watch-namespaces") }) {
 		t.Errorf("cluster-wide manager has %v", c.Args)
 	}
+	if !slices.Contains(c.Args, "--max-concurrent-reconciles=4") {
+		t.Errorf("args %v lack --max-concurrent-reconciles=4", c.Args)
+	}
+	for _, unset := range []string{"--kube-api-qps", "--kube-api-burst", "--metrics-cert-dir"} {
+		if slices.ContainsFunc(c.Args, func(a string) bool { return strings.HasPrefix(a, unset) }) {
+			t.Errorf("args %v set %s, which the defaults leave to the manager", c.Args, unset)
+		}
+	}
+	if len(d.Spec.Template.Spec.Volumes) != 0 || len(c.VolumeMounts) != 0 {
+		t.Errorf("volumes %v, mounts %v by default", d.Spec.Template.Spec.Volumes, c.VolumeMounts)
+	}
 	svcs := only(objs, "Service", "schemagate-system")
 	if len(svcs) != 1 {
 		t.Fatalf("want 1 Service, got %d", len(svcs))
+	}
+	// The name config/default gives it, so docs and commands hold for both installs.
+	if svcs[0].Name != "schemagate-manager-metrics" {
+		t.Errorf("metrics Service %s, want schemagate-manager-metrics", svcs[0].Name)
 	}
 	checkMetrics(t, d, decode[corev1.Service](t, svcs[0]))
 	if len(only(objs, "ServiceMonitor", "")) != 0 {
@@ -118,6 +167,9 @@ func TestChartWatchNamespaces(t *testing.T) {
 	}
 	if d.Name != "sg-schemagate-manager" || d.Namespace != "ops" {
 		t.Errorf("Deployment %s/%s, want ops/sg-schemagate-manager", d.Namespace, d.Name)
+	}
+	if svcs := only(objs, "Service", "ops"); len(svcs) != 1 || svcs[0].Name != "sg-schemagate-manager-metrics" {
+		t.Errorf("metrics Services %v, want ops/sg-schemagate-manager-metrics", svcs)
 	}
 	all := boundRules(t, objs, d)
 	if m := missing(all, generatedRules(t)); len(m) > 0 {
@@ -211,9 +263,24 @@ func TestChartRejectsBadValues(t *testing.T) {
 		{"unknown logLevel", map[string]any{"logLevel": "verbose"}, "'/logLevel'"},
 		{"misspelt key", map[string]any{"replicas": 3}, "'replicas' not allowed"},
 		{"serviceMonitor without metrics", map[string]any{"metrics": map[string]any{"enabled": false, "serviceMonitor": map[string]any{"enabled": true}}}, "metrics.enabled"},
+		{"certSecret without metrics", map[string]any{"metrics": map[string]any{"enabled": false, "certSecret": "sg-metrics-tls"}}, "metrics.enabled"},
+		{"certSecret not a Secret name", map[string]any{"metrics": map[string]any{"certSecret": "Metrics_TLS"}}, "'/metrics/certSecret'"},
+		{"maxConcurrentReconciles zero", map[string]any{"maxConcurrentReconciles": 0}, "'/maxConcurrentReconciles'"},
+		{"kubeAPIQPS zero", map[string]any{"kubeAPIQPS": 0}, "'/kubeAPIQPS'"},
+		{"kubeAPIQPS a word", map[string]any{"kubeAPIQPS": "fast"}, "'/kubeAPIQPS'"},
+		{"kubeAPIBurst negative", map[string]any{"kubeAPIBurst": -1}, "'/kubeAPIBurst'"},
+		{"extraArgs a string", map[string]any{"extraArgs": "--zap-devel"}, "'/extraArgs'"},
+		{"extraArgs a number", map[string]any{"extraArgs": []any{8}}, "'/extraArgs/0'"},
+		{"extraVolumeMounts without mountPath", map[string]any{"extraVolumeMounts": []any{map[string]any{"name": "x"}}}, "'/extraVolumeMounts/0'"},
+		{"extraVolumes without name", map[string]any{"extraVolumes": []any{map[string]any{"emptyDir": map[string]any{}}}}, "'/extraVolumes/0'"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := RenderChart(ChartDir(), "schemagate", "schemagate-system", tc.values)
+			vals := withImage(tc.values)
+			if img, ok := tc.values["image"].(map[string]any); ok {
+				img["repository"] = repository
+				vals["image"] = img
+			}
+			_, err := RenderChart(ChartDir(), "schemagate", "schemagate-system", vals)
 			if err == nil {
 				t.Fatalf("values %v accepted", tc.values)
 			}
@@ -228,32 +295,79 @@ func TestChartRejectsBadValues(t *testing.T) {
 // Each value the chart documents reaches the manager's pod.
 func TestChartValuesReachThePod(t *testing.T) {
 	r, err := RenderChart(ChartDir(), "schemagate", "schemagate-system", map[string]any{
-		"image":            map[string]any{"repository": "registry.example/schemagate", "tag": "v0.2.0", "pullPolicy": "Always"},
-		"imagePullSecrets": []any{map[string]any{"name": "regcred"}},
-		"replicaCount":     3,
-		"logLevel":         "debug",
-		"nodeSelector":     map[string]any{"kubernetes.io/os": "linux"},
-		"tolerations":      []any{map[string]any{"key": "dedicated", "operator": "Exists", "effect": "NoSchedule"}},
-		"metrics":          map[string]any{"serviceMonitor": map[string]any{"enabled": true, "labels": map[string]any{"release": "prometheus"}}},
+		"image":                   map[string]any{"repository": "registry.example/schemagate", "tag": "v0.2.0", "pullPolicy": "Always"},
+		"imagePullSecrets":        []any{map[string]any{"name": "regcred"}},
+		"replicaCount":            3,
+		"logLevel":                "debug",
+		"maxConcurrentReconciles": 8,
+		"kubeAPIQPS":              50,
+		"kubeAPIBurst":            1000000, // a float64 in Helm's values: must not print as 1e+06
+		"extraArgs":               []any{"--zap-encoder=console", "--enable-http2"},
+		"extraVolumes":            []any{map[string]any{"name": "scratch", "emptyDir": map[string]any{}}},
+		"extraVolumeMounts":       []any{map[string]any{"name": "scratch", "mountPath": "/scratch"}},
+		"nodeSelector":            map[string]any{"kubernetes.io/os": "linux"},
+		"tolerations":             []any{map[string]any{"key": "dedicated", "operator": "Exists", "effect": "NoSchedule"}},
+		"metrics": map[string]any{
+			"certSecret": "sg-metrics-tls",
+			"serviceMonitor": map[string]any{
+				"enabled": true, "labels": map[string]any{"release": "prometheus"},
+				"extraEndpointConfig": map[string]any{
+					"scrapeTimeout": "10s",
+					"tlsConfig":     map[string]any{"insecureSkipVerify": false, "serverName": "schemagate-manager-metrics.schemagate-system.svc"},
+				},
+			},
+		},
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
 	objs := objects(t, []byte(r.Manifest))
 	d := oneDeployment(t, objs)
+	checkManagerPod(t, d)
 	pod, c := d.Spec.Template.Spec, d.Spec.Template.Spec.Containers[0]
 	switch {
 	case c.Image != "registry.example/schemagate:v0.2.0" || c.ImagePullPolicy != corev1.PullAlways:
 		t.Errorf("image %s %s", c.Image, c.ImagePullPolicy)
 	case *d.Spec.Replicas != 3:
 		t.Errorf("replicas %d", *d.Spec.Replicas)
-	case !slices.Contains(c.Args, "--zap-log-level=debug"):
-		t.Errorf("args %v", c.Args)
 	case len(pod.ImagePullSecrets) != 1 || pod.ImagePullSecrets[0].Name != "regcred":
 		t.Errorf("imagePullSecrets %v", pod.ImagePullSecrets)
 	case pod.NodeSelector["kubernetes.io/os"] != "linux" || len(pod.Tolerations) != 1:
 		t.Errorf("nodeSelector %v tolerations %v", pod.NodeSelector, pod.Tolerations)
 	}
+	for _, arg := range []string{"--zap-log-level=debug", "--max-concurrent-reconciles=8", "--kube-api-qps=50",
+		"--kube-api-burst=1000000", "--metrics-cert-dir=/etc/schemagate/metrics-cert"} {
+		if !slices.Contains(c.Args, arg) {
+			t.Errorf("args %v lack %s", c.Args, arg)
+		}
+	}
+	// extraArgs come last, so that they win over the chart's own for the same flag.
+	if n := len(c.Args); n < 2 || c.Args[n-2] != "--zap-encoder=console" || c.Args[n-1] != "--enable-http2" {
+		t.Errorf("args %v do not end with extraArgs", c.Args)
+	}
+	// The certificate Secret, mounted read-only where --metrics-cert-dir points, beside the
+	// extra volume.
+	vols := map[string]corev1.Volume{}
+	for _, v := range pod.Volumes {
+		vols[v.Name] = v
+	}
+	if v := vols["metrics-cert"]; v.Secret == nil || v.Secret.SecretName != "sg-metrics-tls" {
+		t.Errorf("volume metrics-cert %+v, want the Secret sg-metrics-tls", v)
+	}
+	if v := vols["scratch"]; v.EmptyDir == nil || len(vols) != 2 {
+		t.Errorf("volumes %+v, want metrics-cert and scratch", pod.Volumes)
+	}
+	mounts := map[string]corev1.VolumeMount{}
+	for _, m := range c.VolumeMounts {
+		mounts[m.Name] = m
+	}
+	if m := mounts["metrics-cert"]; m.MountPath != "/etc/schemagate/metrics-cert" || !m.ReadOnly {
+		t.Errorf("mount metrics-cert %+v, want read-only at /etc/schemagate/metrics-cert", m)
+	}
+	if m := mounts["scratch"]; m.MountPath != "/scratch" || len(mounts) != 2 {
+		t.Errorf("mounts %+v, want metrics-cert and scratch", c.VolumeMounts)
+	}
+
 	sm := only(objs, "ServiceMonitor", "schemagate-system")
 	if len(sm) != 1 {
 		t.Fatalf("want 1 ServiceMonitor, got %d", len(sm))
@@ -261,6 +375,47 @@ func TestChartValuesReachThePod(t *testing.T) {
 	if labels, _ := sm[0].Raw["metadata"].(map[string]any)["labels"].(map[string]any); labels["release"] != "prometheus" {
 		t.Errorf("ServiceMonitor labels %v lack release=prometheus", labels)
 	}
+	ep := endpoint(t, sm[0])
+	tls, _ := ep["tlsConfig"].(map[string]any)
+	switch {
+	case ep["port"] != "https" || ep["scheme"] != "https" || ep["path"] != "/metrics" || ep["interval"] != "30s":
+		t.Errorf("endpoint %v lost the chart's port, scheme, path or interval", ep)
+	case ep["scrapeTimeout"] != "10s" || ep["bearerTokenFile"] != "/var/run/secrets/kubernetes.io/serviceaccount/token":
+		t.Errorf("endpoint %v: want scrapeTimeout merged in and bearerTokenFile kept", ep)
+	case tls["insecureSkipVerify"] != false || tls["serverName"] != "schemagate-manager-metrics.schemagate-system.svc":
+		t.Errorf("tlsConfig %v: want extraEndpointConfig's", tls)
+	}
+}
+
+// A ServiceMonitor endpoint given authorization (a Secret's token) scrapes with it, not also
+// with the Prometheus pod's token file.
+func TestChartServiceMonitorAuthorization(t *testing.T) {
+	auth := map[string]any{"type": "Bearer", "credentials": map[string]any{"name": "scraper-token", "key": "token"}}
+	r, err := RenderChart(ChartDir(), "sg", "ops", withImage(map[string]any{"metrics": map[string]any{
+		"serviceMonitor": map[string]any{"enabled": true, "extraEndpointConfig": map[string]any{"authorization": auth}},
+	}}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sm := only(objects(t, []byte(r.Manifest)), "ServiceMonitor", "ops")
+	if len(sm) != 1 || sm[0].Name != "sg-schemagate-manager-metrics" {
+		t.Fatalf("ServiceMonitors %v, want ops/sg-schemagate-manager-metrics", sm)
+	}
+	ep := endpoint(t, sm[0])
+	if _, ok := ep["bearerTokenFile"]; ok || ep["authorization"] == nil {
+		t.Errorf("endpoint %v: want authorization and no bearerTokenFile", ep)
+	}
+}
+
+// endpoint returns a ServiceMonitor's only endpoint.
+func endpoint(t *testing.T, sm installer.Object) map[string]any {
+	t.Helper()
+	eps, _ := sm.Raw["spec"].(map[string]any)["endpoints"].([]any)
+	if len(eps) != 1 {
+		t.Fatalf("ServiceMonitor endpoints %v, want 1", eps)
+	}
+	ep, _ := eps[0].(map[string]any)
+	return ep
 }
 
 // Helm keeps each release in a Secret: the release, chart files included (the 1.9 MB CRD), as
@@ -268,7 +423,7 @@ func TestChartValuesReachThePod(t *testing.T) {
 // (k8s.io/api core/v1 MaxSecretSize), so a chart whose release grows past it can be rendered but
 // never installed.
 func TestChartReleaseFitsASecret(t *testing.T) {
-	r, err := RenderChart(ChartDir(), "schemagate", "schemagate-system", nil)
+	r, err := RenderChart(ChartDir(), "schemagate", "schemagate-system", withImage(nil))
 	if err != nil {
 		t.Fatal(err)
 	}

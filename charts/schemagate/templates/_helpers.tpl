@@ -22,6 +22,14 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
 {{- end -}}
 
+{{/*
+schemagate.metricsCertDir: where the Secret metrics.certSecret is mounted, the manager's
+--metrics-cert-dir.
+*/}}
+{{- define "schemagate.metricsCertDir" -}}
+/etc/schemagate/metrics-cert
+{{- end -}}
+
 {{- define "schemagate.serviceAccountName" -}}
 {{ include "schemagate.fullname" . }}-manager
 {{- end -}}
