@@ -77,6 +77,13 @@ func (f *managerFlags) resolve() (controllers.ManagerConfig, error) {
 			}
 		}
 	}
+	// The Lease's namespace, when given, must be a namespace name too: the API server would
+	// refuse every Lease request at runtime, and the manager would never lead.
+	if n := c.LeaderElectionNamespace; n != "" {
+		if errs := validation.IsDNS1123Label(n); len(errs) > 0 {
+			return c, fmt.Errorf("--leader-election-namespace: %q is not a namespace name: %s", n, strings.Join(errs, "; "))
+		}
+	}
 	ns, err := parseNamespaces(f.watchNamespaces)
 	if err != nil {
 		return c, fmt.Errorf("--watch-namespaces: %w", err)

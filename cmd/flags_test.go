@@ -92,6 +92,12 @@ func TestFlagValues(t *testing.T) {
 			}
 		}},
 		{name: "bad namespace", args: []string{"--watch-namespaces=a,B_b"}, err: "--watch-namespaces"},
+		{name: "bad leader election namespace", args: []string{"--leader-election-namespace=Ops_NS"}, err: "--leader-election-namespace"},
+		{name: "leader election namespace", args: []string{"--leader-election-namespace=sg-ops"}, check: func(t *testing.T, f *managerFlags) {
+			if c, _ := f.resolve(); c.LeaderElectionNamespace != "sg-ops" {
+				t.Errorf("leader election namespace %q", c.LeaderElectionNamespace)
+			}
+		}},
 		{name: "qps 0", args: []string{"--kube-api-qps=0"}, err: "--kube-api-qps"},
 		{name: "negative burst", args: []string{"--kube-api-burst=-1"}, err: "--kube-api-burst"},
 		{name: "no workers", args: []string{"--max-concurrent-reconciles=0"}, err: "--max-concurrent-reconciles"},
