@@ -114,7 +114,7 @@ run: manifests generate ## Run the manager against the cluster of the current ku
 	go run ./cmd
 
 .PHONY: docker-build
-docker-build: ## Build the image (needs a Docker engine).
+docker-build: ## Build the image with a Docker engine (`make image` needs none; docs/image.md).
 	docker build -t $(IMG) .
 
 # `make image`: where it writes and which linux GOARCHes it builds (docs/image.md).
@@ -127,16 +127,24 @@ image: ## Build the manager image without a container engine: OCI layout of linu
 
 ##@ Deployment
 
+# deploy, undeploy, install and uninstall apply the committed files under config/ as they are;
+# `make manifests` regenerates them from the markers.
 .PHONY: install
-install: manifests ## Install the CRD into the cluster of the current kubeconfig.
+install: ## Install the CRD into the cluster of the current kubeconfig.
 	kubectl apply --server-side -k config/crd
 
+# Deleting the CRD deletes every RoutingService in the cluster, and the garbage collector then
+# deletes their ReplicaSets, Jobs and pods: so only with CONFIRM=yes.
 .PHONY: uninstall
-uninstall: manifests ## Remove the CRD.
+uninstall: ## Remove the CRD, and with it EVERY RoutingService and its pods (needs CONFIRM=yes).
+	@echo "WARNING: make uninstall deletes the CRD routingservices.routing.schemagate.io, and with it every" >&2
+	@echo "WARNING: RoutingService in every namespace; the garbage collector then deletes their ReplicaSets," >&2
+	@echo "WARNING: migration Jobs and every routing pod. To remove only the manager: make undeploy." >&2
+	@if [ "$(CONFIRM)" != "yes" ]; then echo "make uninstall: nothing deleted; run 'make uninstall CONFIRM=yes' to delete them." >&2; exit 1; fi
 	kubectl delete -k config/crd
 
 .PHONY: deploy
-deploy: manifests ## Deploy CRD, RBAC and the manager with image IMG (server-side apply; the config files are not edited).
+deploy: ## Deploy CRD, RBAC and the manager with image IMG (server-side apply; the config files are not edited).
 	go run ./hack/render-installer --img $(IMG) | kubectl apply --server-side -f -
 
 .PHONY: chart-crds
@@ -152,9 +160,12 @@ build-installer: manifests chart-crds ## Render dist/install.yaml (config/defaul
 helm-lint: ## Lint and render the Helm chart with the Helm v4 library (test/install).
 	go test -count=1 -timeout 120s ./test/install/ -run 'TestChart'
 
+# Only the objects labelled app.kubernetes.io/name=schemagate (config/default): the Deployment,
+# ServiceAccount, RBAC and metrics Service. Never the CRD (its RoutingServices would go with it)
+# nor the namespace.
 .PHONY: undeploy
-undeploy: ## Remove the manager.
-	kubectl delete -k config/default
+undeploy: ## Remove the manager (Deployment, RBAC, ServiceAccount, metrics Service); the CRD, the RoutingServices and the namespace stay.
+	go run ./hack/render-installer | kubectl delete --ignore-not-found -l app.kubernetes.io/name=schemagate -f -
 
 .PHONY: help
 help: ## Show this help.

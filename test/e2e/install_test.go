@@ -3,6 +3,7 @@
 package e2e
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"os"
@@ -21,6 +22,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -44,10 +46,17 @@ import (
 //     owner references block their owner's deletion (the plugin asks for update on
 //     routingservices/finalizers), hold its leader Lease and serve metrics to a reader bound to
 //     schemagate-metrics-reader only.
-//  3. The Helm chart rendered with the Helm v4 library and applied the same way, then upgraded
-//     to watchNamespaces [team-a, team-b] as `helm upgrade` would (objects the new render lacks are
-//     deleted, crds/ left alone): the CRD and the RoutingServices survive, and a manager running
-//     as the chart's ServiceAccount with --watch-namespaces acts in team-a through its Role.
+//  3. The Helm chart rendered with the Helm v4 library and applied the same way (its crds/ with
+//     Helm's field manager, as Helm v4 creates them), then upgraded to watchNamespaces
+//     [team-a, team-b] as `helm upgrade` would (objects the new render lacks are deleted, crds/
+//     left alone): the CRD and the RoutingServices survive, and a manager running as the chart's
+//     ServiceAccount with --watch-namespaces acts in team-a through its Role. A changed CRD
+//     applied server-side as docs/install.md says conflicts with Helm's field manager without
+//     --force-conflicts and goes through with it.
+//  4. The one-file install's manager removed as docs/install.md says (`kubectl delete -f
+//     dist/install.yaml -l app.kubernetes.io/name=schemagate`): its Deployment, RBAC and Service
+//     are gone; the CRD (same UID), the namespace, the RoutingService and its ReplicaSet, and the
+//     chart's objects, which carry the same label but are not in the file, stay.
 func TestInstall(t *testing.T) {
 	start := time.Now()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
@@ -158,13 +167,23 @@ func TestInstall(t *testing.T) {
 	for _, ns := range []string{"sg-ops", "team-a", "team-b"} {
 		ensureNamespace(t, c, ns)
 	}
-	first, err := install.RenderChart(install.ChartDir(), "sg", "sg-ops", nil)
+	image := map[string]any{"repository": "registry.example/schemagate", "tag": "v0.1.0"}
+	first, err := install.RenderChart(install.ChartDir(), "sg", "sg-ops", map[string]any{"image": image})
 	if err != nil {
 		t.Fatal(err)
 	}
-	applyRendered(t, kubectl, state, "chart-install.yaml", first.All())
+	// Helm v4 creates crds/ by server-side apply with its own field manager ("helm", its
+	// binary's name), then the templates.
+	crdFile := filepath.Join(state, "chart-crds.yaml")
+	if err := os.WriteFile(crdFile, bytes.Join(first.CRDs, []byte("\n---\n")), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := kubectl("apply", "--server-side", "--field-manager=helm", "-f", crdFile); err != nil {
+		t.Fatal(err)
+	}
+	applyRendered(t, kubectl, state, "chart-install.yaml", []byte(first.Manifest))
 	second, err := install.RenderChart(install.ChartDir(), "sg", "sg-ops", map[string]any{
-		"watchNamespaces": []any{"team-a", "team-b"}, "replicaCount": 1, "logLevel": "debug",
+		"image": image, "watchNamespaces": []any{"team-a", "team-b"}, "replicaCount": 1, "logLevel": "debug",
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -194,13 +213,83 @@ func TestInstall(t *testing.T) {
 	}
 	done()
 
+	done = step("changed CRD applied over Helm's")
+	upgradeCRD(t, c, kubectl, crdFile, crd.UID)
+	done()
+
 	done = step("manager as sg-ops/sg-schemagate-manager, team-a")
 	mgr = runManagerAs(t, ic, "sg-ops", "sg-schemagate-manager", "--leader-elect=true", "--leader-election-namespace=sg-ops", "--watch-namespaces=team-a,team-b")
 	waitForReplicaSet(t, c, "team-a", mgr)
 	checkMetricsReader(t, c, ic, mgr.metricsURL, "sg-schemagate-metrics-reader")
 	mgr.stop(t)
 	done()
+
+	// 4. The one-file install's manager removed, the CRD kept.
+	done = step("one-file manager deleted by label, CRD kept")
+	if _, err := kubectl("delete", "-f", dist, "-l", install.ManagerSelector); err != nil {
+		t.Fatal(err)
+	}
+	for _, o := range objs {
+		u := &unstructured.Unstructured{}
+		u.SetGroupVersionKind(schema.FromAPIVersionAndKind(o.APIVersion, o.Kind))
+		err := c.Get(ctx, client.ObjectKey{Namespace: o.Namespace, Name: o.Name}, u)
+		switch kept := o.Kind == "CustomResourceDefinition" || o.Kind == "Namespace"; {
+		case kept && err != nil:
+			t.Errorf("%s %s deleted: %v", o.Kind, o.Name, err)
+		case !kept && !apierrors.IsNotFound(err):
+			t.Errorf("%s %s/%s still there: %v", o.Kind, o.Namespace, o.Name, err)
+		}
+	}
+	var kept apiextensionsv1.CustomResourceDefinition
+	if err := c.Get(ctx, client.ObjectKey{Name: crd.Name}, &kept); err != nil || kept.UID != crd.UID {
+		t.Errorf("CRD after the delete: %v, uid %s (was %s)", err, kept.UID, crd.UID)
+	}
+	if err := c.Get(ctx, client.ObjectKey{Namespace: "shop", Name: "rs-a"}, &routingv1alpha1.RoutingService{}); err != nil {
+		t.Errorf("RoutingService shop/rs-a after the delete: %v", err)
+	}
+	var rss appsv1.ReplicaSetList
+	if err := c.List(ctx, &rss, client.InNamespace("shop")); err != nil || len(rss.Items) == 0 {
+		t.Errorf("shop's ReplicaSets after the delete: %d, %v", len(rss.Items), err)
+	}
+	if err := c.Get(ctx, client.ObjectKey{Namespace: "sg-ops", Name: "sg-schemagate-manager"}, &appsv1.Deployment{}); err != nil {
+		t.Errorf("the chart's Deployment, not in dist/install.yaml: %v", err)
+	}
+	done()
 	t.Logf("%-44s %5.1fs", "total", time.Since(start).Seconds())
+}
+
+// upgradeCRD applies a changed copy of the chart's CRD (file, created with Helm's field manager)
+// as docs/install.md says: server-side without --force-conflicts it must be refused for a
+// conflict with "helm", with it the change must land on the same CRD (uid).
+func upgradeCRD(t *testing.T, c client.Client, kubectl func(...string) (string, error), file string, uid types.UID) {
+	t.Helper()
+	b, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A new value for an annotation both kubectl (dist/install.yaml) and Helm applied.
+	const from, to = "controller-gen.kubebuilder.io/version: ", "controller-gen.kubebuilder.io/version: next-"
+	if !bytes.Contains(b, []byte(from)) {
+		t.Fatalf("%s lacks %q to change", file, from)
+	}
+	changed := filepath.Join(filepath.Dir(file), "chart-crds-next.yaml")
+	if err := os.WriteFile(changed, bytes.Replace(b, []byte(from), []byte(to), 1), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out, err := kubectl("apply", "--server-side", "-f", changed)
+	if err == nil || !strings.Contains(out, `conflict with "helm"`) {
+		t.Errorf("without --force-conflicts: %v, %s; want a conflict with \"helm\"", err, out)
+	}
+	if _, err := kubectl("apply", "--server-side", "--force-conflicts", "-f", changed); err != nil {
+		t.Fatal(err)
+	}
+	var got apiextensionsv1.CustomResourceDefinition
+	if err := c.Get(context.Background(), client.ObjectKey{Name: "routingservices.routing.schemagate.io"}, &got); err != nil {
+		t.Fatal(err)
+	}
+	if got.UID != uid || !strings.HasPrefix(got.Annotations["controller-gen.kubebuilder.io/version"], "next-") {
+		t.Errorf("CRD after --force-conflicts: uid %s (was %s), annotations %v", got.UID, uid, got.Annotations)
+	}
 }
 
 // managerRun is a manager process running as a ServiceAccount.

@@ -8,6 +8,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	"k8s.io/apimachinery/pkg/labels"
 
 	"github.com/schemagate/schemagate/hack/render-installer/installer"
 )
@@ -121,5 +122,50 @@ func TestInstallerContents(t *testing.T) {
 	reader := roles["ClusterRole/schemagate-metrics-reader"]
 	if m := missing(reader, []rbacv1.PolicyRule{{NonResourceURLs: []string{"/metrics"}, Verbs: []string{"get"}}}); len(m) > 0 || len(reader) != 1 {
 		t.Errorf("ClusterRole schemagate-metrics-reader = %+v, want only get /metrics", reader)
+	}
+}
+
+// The selector picks every object of the installer but the CRD and the namespace: deleting with
+// it removes the manager, its RBAC and its Service, and keeps the CRD, so RoutingServices and
+// their ReplicaSets and pods survive. The Makefile and docs/install.md use this selector.
+func TestManagerSelectorKeepsTheCRD(t *testing.T) {
+	sel, err := labels.Parse(ManagerSelector)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dist, err := ReadFile("dist/install.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var picked []string
+	for _, o := range objects(t, dist) {
+		meta, _ := o.Raw["metadata"].(map[string]any)
+		set := labels.Set{}
+		if m, ok := meta["labels"].(map[string]any); ok {
+			for k, v := range m {
+				set[k], _ = v.(string)
+			}
+		}
+		keep := o.Kind == "CustomResourceDefinition" || o.Kind == "Namespace"
+		if got := sel.Matches(set); got == keep {
+			t.Errorf("%s %s: selected %v, want %v", o.Kind, o.Name, got, !keep)
+		}
+		if sel.Matches(set) {
+			picked = append(picked, o.Kind)
+		}
+	}
+	slices.Sort(picked)
+	want := []string{"ClusterRole", "ClusterRole", "ClusterRoleBinding", "Deployment", "Role", "RoleBinding", "Service", "ServiceAccount"}
+	if !slices.Equal(picked, want) {
+		t.Errorf("the selector picks %v, want %v", picked, want)
+	}
+	for _, f := range []string{"Makefile", "docs/install.md"} {
+		b, err := ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Contains(b, []byte("-l "+ManagerSelector)) {
+			t.Errorf("%s does not delete with -l %s", f, ManagerSelector)
+		}
 	}
 }

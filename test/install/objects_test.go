@@ -56,7 +56,7 @@ func oneDeployment(t *testing.T, objs []installer.Object) *appsv1.Deployment {
 }
 
 // checkManagerPod asserts the settings both installers promise for the manager's pod: restricted
-// Pod Security (non-root, RuntimeDefault seccomp, no privilege escalation, all capabilities
+// Pod Security (non-root as 65532:65532, RuntimeDefault seccomp, no privilege escalation, all capabilities
 // dropped, read-only root), probes on /healthz and /readyz at 8081, resource requests and
 // limits, leader election on, metrics on :8443 behind a port named https.
 func checkManagerPod(t *testing.T, d *appsv1.Deployment) {
@@ -67,6 +67,10 @@ func checkManagerPod(t *testing.T, d *appsv1.Deployment) {
 	}
 	if pod.SecurityContext == nil || pod.SecurityContext.SeccompProfile == nil || pod.SecurityContext.SeccompProfile.Type != corev1.SeccompProfileTypeRuntimeDefault {
 		t.Errorf("pod seccompProfile not RuntimeDefault: %+v", pod.SecurityContext)
+	}
+	// The image's nonroot user and group (docs/image.md).
+	if sc := pod.SecurityContext; sc == nil || sc.RunAsUser == nil || *sc.RunAsUser != 65532 || sc.RunAsGroup == nil || *sc.RunAsGroup != 65532 {
+		t.Errorf("pod securityContext does not run as 65532:65532: %+v", sc)
 	}
 	if len(pod.Containers) != 1 {
 		t.Fatalf("want 1 container, got %d", len(pod.Containers))
