@@ -5,7 +5,7 @@
 // their default flags, kube-scheduler, kwok nodes in three regions) with the manager running as
 // its own binary, and prints a Markdown table. For each N, one after the other on the same cluster:
 // 3N Deployments v1 → v2; N RoutingServices × 3 shards v1 → v2 (same schema); the same
-// RoutingServices to v3 with schema 2 (one migration Job each); after the last N, 60 s of idle. Run it with
+// RoutingServices to v3 with schema 2 (one migration Job each); after the last N, 60 s of idle (-bench.idle). Run it with
 // `make bench-e2e` (BENCH_N=25,50 by default; `BENCH_N=100` or `-args -bench.n=200`). See
 // docs/bench.md.
 package bench
