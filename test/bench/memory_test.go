@@ -45,8 +45,8 @@ type memSample struct {
 }
 
 // memWindowResult summarises one window: mean and max of RSS and heap (bytes), the most
-// goroutines, the reconciles that ended within it, and kube-controller-manager's writes within it
-// (-1 when its metrics are unreachable).
+// goroutines, the reconciles that ended within it, and the writes (POST/PUT/PATCH/DELETE) of the
+// manager and of kube-controller-manager within it (kcmWrites -1 when its metrics are unreachable).
 type memWindowResult struct {
 	samples              int
 	rssMean, rssMax      float64
