@@ -8,8 +8,6 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/apimachinery/pkg/selection"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -33,17 +31,21 @@ func (r *RoutingServiceReconciler) observe(ctx context.Context, rsvc *routingv1a
 	if err := r.List(ctx, &jobList, in, selector); err != nil {
 		return rollout.Observed{}, fmt.Errorf("listing Jobs: %w", err)
 	}
+	// One List of the RoutingService's pods: its migration, check and shard-check Jobs' pods go to
+	// the planner; of its routing pods only the terminating ones are counted.
 	var podList corev1.PodList
-	if err := r.List(ctx, &podList, in, client.MatchingLabelsSelector{Selector: schemaPods(rsvc.Name)}); err != nil {
-		return rollout.Observed{}, fmt.Errorf("listing migration and check pods: %w", err)
+	if err := r.List(ctx, &podList, in, selector); err != nil {
+		return rollout.Observed{}, fmt.Errorf("listing pods: %w", err)
 	}
-	var routingPods corev1.PodList
-	if err := r.List(ctx, &routingPods, in, client.MatchingLabels{rollout.LabelName: rsvc.Name, rollout.LabelManagedBy: rollout.ManagedByValue, rollout.LabelComponent: rollout.ComponentRouting}); err != nil {
-		return rollout.Observed{}, fmt.Errorf("listing routing pods: %w", err)
-	}
-	o := rollout.Observed{RoutingService: rsvc, Now: r.Clock.Now(), TerminatingPods: terminatingByOwner(routingPods.Items)}
+	o := rollout.Observed{RoutingService: rsvc, Now: r.Clock.Now(), TerminatingPods: map[types.UID]int32{}}
 	for i := range podList.Items {
-		o.Pods = append(o.Pods, &podList.Items[i])
+		pod := &podList.Items[i]
+		switch pod.Labels[rollout.LabelComponent] {
+		case rollout.ComponentRouting:
+			countTerminating(o.TerminatingPods, pod)
+		case rollout.ComponentMigration, rollout.ComponentCheck, rollout.ComponentShardCheck:
+			o.Pods = append(o.Pods, pod)
+		}
 	}
 	for i := range rsList.Items {
 		o.ReplicaSets = append(o.ReplicaSets, &rsList.Items[i])
@@ -54,30 +56,14 @@ func (r *RoutingServiceReconciler) observe(ctx context.Context, rsvc *routingv1a
 	return o, nil
 }
 
-// terminatingByOwner counts the pods that have a deletionTimestamp by the UID of their
-// controller (a ReplicaSet), for the planner's check that the ReplicaSet controller has caught up
-// before a rolling step writes a ReplicaSet again.
-func terminatingByOwner(pods []corev1.Pod) map[types.UID]int32 {
-	out := map[types.UID]int32{}
-	for i := range pods {
-		if pods[i].DeletionTimestamp == nil {
-			continue
-		}
-		if ref := metav1.GetControllerOf(&pods[i]); ref != nil {
-			out[ref.UID]++
-		}
+// countTerminating counts pod in terminating, by the UID of its controller (a ReplicaSet), when it
+// has a deletionTimestamp: for the planner's check that the ReplicaSet controller has caught up
+// before a rolling step writes a ReplicaSet again (pkg/rollout/settled.go).
+func countTerminating(terminating map[types.UID]int32, pod *corev1.Pod) {
+	if pod.DeletionTimestamp == nil {
+		return
 	}
-	return out
-}
-
-// schemaPods selects the pods of a RoutingService's migration, check and shard-check Jobs (not
-// its routing pods, which can be many).
-func schemaPods(name string) labels.Selector {
-	sel := labels.SelectorFromSet(labels.Set{rollout.LabelName: name, rollout.LabelManagedBy: rollout.ManagedByValue})
-	req, err := labels.NewRequirement(rollout.LabelComponent, selection.In, []string{rollout.ComponentMigration, rollout.ComponentCheck, rollout.ComponentShardCheck})
-	if err != nil {
-		// The values are constants that are valid label values; this cannot fail.
-		panic(err)
+	if ref := metav1.GetControllerOf(pod); ref != nil {
+		terminating[ref.UID]++
 	}
-	return sel.Add(*req)
 }
