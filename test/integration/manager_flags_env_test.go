@@ -12,14 +12,12 @@ import (
 	"github.com/go-logr/logr"
 	"github.com/go-logr/logr/funcr"
 	"k8s.io/client-go/rest"
-	"k8s.io/utils/clock"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	"github.com/schemagate/schemagate/controllers"
-	"github.com/schemagate/schemagate/pkg/measure"
 	"github.com/schemagate/schemagate/test/story"
 )
 
@@ -109,13 +107,7 @@ func startFlagsManager(t *testing.T, cfg *rest.Config, mc controllers.ManagerCon
 	if err != nil {
 		t.Fatal("manager:", err)
 	}
-	if err := (&controllers.RoutingServiceReconciler{
-		Client:    mgr.GetClient(),
-		Recorder:  mgr.GetEventRecorder("schemagate"),
-		Clock:     clock.RealClock{},
-		APIReader: mgr.GetAPIReader(),
-		Measurer:  &measure.Taker{Transport: loopbackOnly()},
-	}).SetupWithManager(mgr); err != nil {
+	if err := suiteReconciler(mgr).SetupWithManager(mgr); err != nil {
 		t.Fatal("controller:", err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())

@@ -78,15 +78,7 @@ func run(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, "manager:", err)
 		return 1
 	}
-	if err := (&controllers.RoutingServiceReconciler{
-		Client:    mgr.GetClient(),
-		Recorder:  mgr.GetEventRecorder("schemagate"),
-		Clock:     clock.RealClock{},
-		APIReader: mgr.GetAPIReader(),
-		// Checks measure loopback servers only: the sample's Prometheus address (a cluster DNS
-		// name) is refused without a lookup, so no test sends anything off this machine.
-		Measurer: &measure.Taker{Transport: loopbackOnly()},
-	}).SetupWithManager(mgr); err != nil {
+	if err := suiteReconciler(mgr).SetupWithManager(mgr); err != nil {
 		fmt.Fprintln(os.Stderr, "controller:", err)
 		return 1
 	}
@@ -137,4 +129,17 @@ func loopbackOnly() *http.Transport {
 		return d.DialContext(ctx, network, addr)
 	}
 	return tr
+}
+
+// suiteReconciler is the reconciler every envtest manager runs. Checks measure loopback servers
+// only: the sample's Prometheus address (a cluster DNS name) is refused without a lookup, so no
+// test sends anything off this machine.
+func suiteReconciler(mgr ctrl.Manager) *controllers.RoutingServiceReconciler {
+	return &controllers.RoutingServiceReconciler{
+		Client:    mgr.GetClient(),
+		Recorder:  mgr.GetEventRecorder("schemagate"),
+		Clock:     clock.RealClock{},
+		APIReader: mgr.GetAPIReader(),
+		Measurer:  &measure.Taker{Transport: loopbackOnly()},
+	}
 }
