@@ -24,10 +24,11 @@ const module = "github.com/schemagate/schemagate"
 // reason declared in a new file is not missed.
 var sources = []string{"api/v1alpha1", "pkg/rollout"}
 
-// docs must each name every reason, as a code span (`Reason`).
-var docs = []string{"README.md", "docs/gitops.md"}
+// docs must each name every reason, as a code span (`Reason`): the status page, where the API
+// manual lists them, and the GitOps page.
+var docs = []string{"docs/status.md", "docs/gitops.md"}
 
-// TestDocsNameEveryReason fails for each Event or condition reason that README.md or
+// TestDocsNameEveryReason fails for each Event or condition reason that docs/status.md or
 // docs/gitops.md does not name.
 func TestDocsNameEveryReason(t *testing.T) {
 	root := filepath.Join("..", "..")
@@ -71,7 +72,7 @@ func TestDocsNameEveryReason(t *testing.T) {
 	}
 }
 
-// TestReasonTablesAgree fails when the reason tables of README.md and docs/gitops.md (between
+// TestReasonTablesAgree fails when the reason tables of docs/status.md and docs/gitops.md (between
 // the reasons:begin and reasons:end comments) differ: one list, with the same meanings.
 func TestReasonTablesAgree(t *testing.T) {
 	tables := make([]string, len(docs))
