@@ -15,8 +15,7 @@ COPY cmd/ cmd/
 COPY api/ api/
 COPY controllers/ controllers/
 COPY pkg/ pkg/
-RUN CGO_ENABLED=0 GOOS=${TARGETOS:-linux} GOARCH=${TARGETARCH} go build -trimpath -buildvcs=false -ldflags "-s -w" -o /out/ ./cmd ./cmd/schemagate-schema && \
-    mv /out/cmd /out/manager
+RUN CGO_ENABLED=0 GOOS=${TARGETOS:-linux} GOARCH=${TARGETARCH} go build -trimpath -buildvcs=false -ldflags "-s -w" -o /out/ ./cmd/manager ./cmd/schemagate-schema
 
 # schemagate-schema (docker build --target schemagate-schema): the reporter for migration and
 # check Jobs (docs/schemagate-schema.md). Static, so it can also be copied into a migration image:

@@ -102,7 +102,7 @@ bench-e2e: build cluster-binaries ## Deployments vs RoutingServices at scale on 
 
 .PHONY: build
 build: ## Build the manager binary.
-	go build -o $(BIN)/manager ./cmd
+	go build -o $(BIN)/manager ./cmd/manager
 	go build -o $(BIN)/schemagate-schema ./cmd/schemagate-schema
 
 .PHONY: plugin
@@ -111,7 +111,7 @@ plugin: ## Build the kubectl plugin bin/kubectl-schemagate (put bin/ on PATH for
 
 .PHONY: run
 run: manifests generate ## Run the manager against the cluster of the current kubeconfig.
-	go run ./cmd
+	go run ./cmd/manager
 
 .PHONY: docker-build
 docker-build: ## Build the image with a Docker engine (`make image` needs none; docs/image.md).

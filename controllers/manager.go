@@ -32,7 +32,7 @@ func Scheme() *runtime.Scheme {
 	return s
 }
 
-// ManagerConfig is what the manager's command line (cmd/main.go, docs/manager.md) decides. The
+// ManagerConfig is what the manager's command line (cmd/manager, docs/manager.md) decides. The
 // zero value is a manager with plain-HTTP metrics on controller-runtime's default address, no
 // leader election, every namespace watched, and controller-runtime's defaults elsewhere.
 type ManagerConfig struct {

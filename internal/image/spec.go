@@ -52,7 +52,7 @@ type Binary struct {
 // Binaries are the programs in the image: the manager (the entrypoint) and the schema reporter
 // (docs/schemagate-schema.md), which migration images can copy from this one.
 var Binaries = []Binary{
-	{Package: "./cmd", Path: "/manager"},
+	{Package: "./cmd/manager", Path: "/manager"},
 	{Package: "./cmd/schemagate-schema", Path: "/schemagate-schema"},
 }
 

@@ -92,7 +92,7 @@ next:
 // (controller-runtime requeues them with backoff).
 func (l *managerLog) reconcileErrors() []string { return l.matching(`"Reconciler error"`) }
 
-// startFlagsManager runs the manager that cmd/main.go builds from mc, against cfg, with the
+// startFlagsManager runs the manager that cmd/manager/main.go builds from mc, against cfg, with the
 // RoutingService reconciler, until the test ends. Its controller skips the name check, since the
 // suite's manager in this process has a controller of the same name. log, if not nil, records
 // the manager's log.

@@ -30,7 +30,7 @@ import (
 	"github.com/schemagate/schemagate/test/story"
 )
 
-// The manager's command line (cmd/flags.go, docs/manager.md), each flag's behaviour against a real
+// The manager's command line (cmd/manager/flags.go, docs/manager.md), each flag's behaviour against a real
 // API server of the test's own (startFlagsEnv).
 
 // --metrics-secure (the default): the metrics endpoint speaks HTTPS only and answers a request
