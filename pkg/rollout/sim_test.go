@@ -223,8 +223,12 @@ func (w *world) tick() {
 		image := j.Spec.Template.Spec.Containers[0].Image
 		j.Status.Active = 1
 		if j.Labels[LabelComponent] == ComponentShardCheck {
-			// A shard check: "hang" never ends, "fail" fails ("fail-in-<shard>": only there).
+			// A shard check: "hang" never ends ("hang-in-<shard>": only there), "fail" fails
+			// ("fail-in-<shard>": only there).
 			switch {
+			case strings.Contains(image, "hang-in-") && !strings.Contains(image, "hang-in-"+j.Labels[LabelShard]):
+				j.Status.Active, j.Status.Succeeded = 0, 1
+				j.Status.Conditions = completeConditions()
 			case strings.Contains(image, "hang"):
 			case strings.Contains(image, "fail-in-") && !strings.Contains(image, "fail-in-"+j.Labels[LabelShard]):
 				j.Status.Active, j.Status.Succeeded = 0, 1
