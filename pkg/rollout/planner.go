@@ -62,6 +62,7 @@ func Compute(o Observed) Plan {
 	if p.promoteToken != "" && !paused {
 		p.event(false, EventPromoteIgnored, "promote %q: no shard is baking; nothing changed", p.promoteToken)
 	}
+	p.recordControls()
 	p.plan.Status = *p.status
 	return p.plan
 }
@@ -116,7 +117,10 @@ type planner struct {
 	inconclusive string
 	// retryWaiting: a retry waits (for the previous attempt's pods to stop, or for spec.paused to
 	// be false); it is not yet handled.
-	retryWaiting                    bool
+	retryWaiting bool
+	// handledRecords are, per record annotation, the control values the ReplicaSets record as
+	// handled, oldest first (controls.go).
+	handledRecords                  map[string][]string
 	activityReason, activityMessage string
 	stallReason, stallMessage       string
 }
@@ -185,6 +189,7 @@ func newPlanner(o Observed) *planner {
 		// A new spec supersedes the failed revision: nothing to clean up by hand (scenario S-07).
 		p.status.Failure = nil
 	}
+	p.recoverControls()
 	p.handleAbort()
 	if token := p.rsvc.Annotations[routingv1alpha1.AnnotationRetry]; token != p.status.LastHandledRetry {
 		// Recorded as handled only when acted on (useRetry), since a retry may have to wait.

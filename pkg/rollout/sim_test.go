@@ -162,6 +162,8 @@ func (w *world) apply(a Action) {
 		w.rss[a.ReplicaSet.Name].OwnerReferences = append(w.rss[a.ReplicaSet.Name].OwnerReferences, ControllerRef(w.rsvc))
 	case MarkServed:
 		SetServedOrder(w.rss[a.ReplicaSet.Name], a.Order)
+	case RecordControls:
+		SetAnnotations(w.rss[a.ReplicaSet.Name], a.Annotations)
 	}
 }
 
