@@ -245,3 +245,35 @@ func TestControlRecords(t *testing.T) {
 		t.Fatalf("an abort handled two controls ago acted again: %+v", w.events)
 	}
 }
+
+// A retry after an abort resumes the aborted rollout: the revision is tried again, shard by
+// shard, from the first shard it has not promoted. An abort and a retry read in the same
+// reconcile: the abort wins and the retry is reported ignored.
+func TestRetryAfterAbortResumes(t *testing.T) {
+	w := steady(t)
+	w.update("app:v2", "1", "migrate:ok")
+	w.run(200, func() bool { return w.shardStep("eu-west") == routingv1alpha1.ShardStepProgressing })
+	w.annotate(routingv1alpha1.AnnotationAbort, "a1")
+	w.run(100, func() bool {
+		return w.stalledWith(routingv1alpha1.ReasonAborted) && w.shardImages() == "us-east=app:v1:3 eu-west=app:v1:3 ap-south=app:v1:3"
+	})
+	w.events = nil
+	w.annotate(routingv1alpha1.AnnotationRetry, "r1")
+	w.run(300, func() bool { return w.isTrue(routingv1alpha1.ConditionReady) })
+	if got := w.shardImages(); got != "us-east=app:v2:3 eu-west=app:v2:3 ap-south=app:v2:3" || !w.sawEvent(EventRolloutRetried) || w.sawEvent(EventRetryIgnored) {
+		t.Fatalf("a retry after an abort: %s, events %+v", got, w.events)
+	}
+
+	// Both at once: the abort wins.
+	w.update("app:v3", "1", "migrate:ok")
+	w.run(200, func() bool { return w.shardStep("us-east") == routingv1alpha1.ShardStepBaking })
+	w.annotate(routingv1alpha1.AnnotationAbort, "a2")
+	w.annotate(routingv1alpha1.AnnotationRetry, "r2")
+	w.events = nil
+	w.run(100, func() bool {
+		return w.stalledWith(routingv1alpha1.ReasonAborted) && w.shardImages() == "us-east=app:v2:3 eu-west=app:v2:3 ap-south=app:v2:3"
+	})
+	if !w.sawEvent(EventRetryIgnored) || w.sawEvent(EventRolloutRetried) {
+		t.Fatalf("abort and retry at once: events %+v", w.events)
+	}
+}
