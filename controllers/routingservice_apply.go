@@ -58,6 +58,13 @@ func (r *RoutingServiceReconciler) apply(ctx context.Context, rsvc *routingv1alp
 			marked := a.ReplicaSet.DeepCopy()
 			rollout.SetServedOrder(marked, a.Order)
 			err = r.Patch(ctx, marked, patch)
+		case rollout.RecordControls:
+			// Only these annotations, with no resourceVersion: nothing else is changed, so there
+			// is nothing to conflict with.
+			patch := client.MergeFrom(a.ReplicaSet.DeepCopy())
+			recorded := a.ReplicaSet.DeepCopy()
+			rollout.SetAnnotations(recorded, a.Annotations)
+			err = r.Patch(ctx, recorded, patch)
 		default:
 			err = fmt.Errorf("unknown action %q", a.Kind)
 		}

@@ -832,18 +832,22 @@ type RolloutFailure struct {
 // as failed and rolled back to the stable revision, whatever failurePolicy says. With nothing in
 // progress it changes nothing (scenario S-09). It is an annotation, not a spec field, so Argo CD
 // and Flux self-heal leave it alone, and the controller never clears it: it records the value it
-// handled in status.lastHandledAbort.
+// handled in status.lastHandledAbort and on the RoutingService's ReplicaSets
+// (schemagate.io/handled-abort), so a lost or restored status never makes it act again.
 const AnnotationAbort = "schemagate.io/abort"
 
 // AnnotationRetry, set to any new value, retries what failed: a failed (or timed-out) migration
 // runs again as a new Job, attempt n+1 (the failed Job is kept for its logs; scenario S-05, S-06),
-// or a revision whose shard missed its progress deadline is tried again from that shard. With
-// nothing failed it changes nothing. Handled once per value (status.lastHandledRetry).
+// or a revision whose shard missed its progress deadline is tried again from that shard; an
+// aborted rollout resumes from the first shard it has not promoted. With nothing failed it changes
+// nothing. Handled once per value (status.lastHandledRetry, and on the ReplicaSets:
+// schemagate.io/handled-retry).
 const AnnotationRetry = "schemagate.io/retry"
 
 // AnnotationPromote, set to any new value, ends the current shard's bake now, so the next shard
-// starts. With no shard baking it changes nothing. Handled once per value
-// (status.lastHandledPromote).
+// starts. With no shard baking it changes nothing; it acts on the shard baking when it is read,
+// never on the next one. Handled once per value (status.lastHandledPromote, and on the
+// ReplicaSets: schemagate.io/handled-promote).
 const AnnotationPromote = "schemagate.io/promote"
 
 // RoutingServiceStatus is the observed state of a RoutingService.

@@ -103,7 +103,9 @@ var abortAction = annotateAction{
 	verb: "abort", annotation: routingv1alpha1.AnnotationAbort,
 	short: "Abort the rollout in progress: roll back each shard it touched (annotation " + routingv1alpha1.AnnotationAbort + ")",
 	long: `Set the annotation ` + routingv1alpha1.AnnotationAbort + ` to a new value with a merge patch. The controller acts once
-per value (it records the value in status.lastHandledAbort and never clears the annotation): a
+per value (it records the value in status.lastHandledAbort and on the RoutingService's
+ReplicaSets, schemagate.io/handled-abort, so a lost or restored status never makes it act
+again, and never clears the annotation): a
 rollout in progress is rolled back as by failurePolicy Rollback, whatever the policy says (each
 shard it touched goes back to the revision that served it last; a first rollout halts where it
 is), and reported as Stalled=True, reason Aborted. With nothing in progress nothing changes
@@ -114,12 +116,12 @@ is), and reported as Stalled=True, reason Aborted. With nothing in progress noth
 
 var retryAction = annotateAction{
 	verb: "retry", annotation: routingv1alpha1.AnnotationRetry,
-	short: "Retry what failed: the migration as attempt n+1, or the failed shard (annotation " + routingv1alpha1.AnnotationRetry + ")",
+	short: "Retry what failed: the migration as attempt n+1, the failed shard, or an aborted rollout (annotation " + routingv1alpha1.AnnotationRetry + ")",
 	long: `Set the annotation ` + routingv1alpha1.AnnotationRetry + ` to a new value with a merge patch. The controller acts once
 per value (status.lastHandledRetry): a failed or timed-out migration runs again as a new Job,
 attempt n+1 (the failed Job is kept for its logs), once the previous attempt's pods are gone; a
-revision whose shard failed (progress deadline, failed check) is tried again from that shard.
-With nothing failed nothing changes (a RetryIgnored Event). While spec.paused is true the retry
+revision whose shard failed (progress deadline, failed check) is tried again from that shard;
+an aborted rollout resumes from the first shard it has not promoted. With nothing failed nothing changes (a RetryIgnored Event). While spec.paused is true the retry
 waits and acts once after resume.`,
 	handled: func(r *routingv1alpha1.RoutingService) string { return r.Status.LastHandledRetry },
 	explain: explainRetry,
@@ -131,7 +133,8 @@ var promoteAction = annotateAction{
 	long: `Set the annotation ` + routingv1alpha1.AnnotationPromote + ` to a new value with a merge patch. The controller acts
 once per value (status.lastHandledPromote): the bake of the shard that is baking ends now, with
 any check still running (or held inconclusive) set aside, and the next shard starts (a
-BakeSkipped Event). With no shard baking nothing changes (a PromoteIgnored Event). While
+BakeSkipped Event). With no shard baking, or when the bake ends on its own as the promote is
+read, nothing more changes (a PromoteIgnored Event): a promote never reaches the next shard. While
 spec.paused is true the promote waits and acts once after resume.`,
 	handled: func(r *routingv1alpha1.RoutingService) string { return r.Status.LastHandledPromote },
 	explain: explainPromote,
@@ -222,7 +225,8 @@ func explainRetry(r *routingv1alpha1.RoutingService) string {
 	}
 	if f := st.Failure; f != nil && f.Revision == st.UpdateRevision {
 		if f.Reason == routingv1alpha1.ReasonAborted {
-			return "The rollout of revision " + f.Revision + " was aborted, and an abort is not retried: the controller changes nothing (RetryIgnored). Apply a new spec to roll out again."
+			return "The controller resumes the aborted rollout of revision " + f.Revision + ": the shards it rolled back start again in spec order, " +
+				"each with a fresh progress deadline and a full bake (RolloutRetried)."
 		}
 		return fmt.Sprintf("The controller tries revision %s again from shard %s (RolloutRetried).", f.Revision, orNone(f.Shard))
 	}

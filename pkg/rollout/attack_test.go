@@ -729,8 +729,8 @@ func TestAttackControlsInOddOrders(t *testing.T) {
 	w.annotate(routingv1alpha1.AnnotationRetry, "r1")
 	w.annotate(routingv1alpha1.AnnotationAbort, "a1")
 	for i := 0; i < 3; i++ {
-		if plan := w.attackStep(time.Second); len(plan.Actions) != 0 {
-			t.Fatalf("paused, yet planned %v", plan.Actions)
+		if plan := w.attackStep(time.Second); len(scaling(plan)) != 0 {
+			t.Fatalf("paused, yet planned %v", scaling(plan))
 		}
 	}
 	w.rsvc.Spec.Paused = false

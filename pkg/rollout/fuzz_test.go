@@ -181,8 +181,15 @@ func checkFuzzPlan(t *testing.T, which string, o Observed, plan Plan) {
 		case AdoptReplicaSet:
 			adopted[a.ReplicaSet] = true
 		}
+		if a.Kind == RecordControls {
+			for k, v := range a.Annotations {
+				if len(v) > maxHandledRecords*(len("sha256-")+32+1) || !strings.HasPrefix(k, "schemagate.io/handled-") {
+					t.Fatalf("%s: action %d %s: record %s=%q is unbounded or not a record", which, i, a, k, v)
+				}
+			}
+		}
 		switch a.Kind {
-		case ScaleReplicaSet, DeleteReplicaSet, MarkServed:
+		case ScaleReplicaSet, DeleteReplicaSet, MarkServed, RecordControls:
 			if !metav1.IsControlledBy(a.ReplicaSet, rsvc) && !adopted[a.ReplicaSet] {
 				t.Fatalf("%s: action %d %s: the ReplicaSet is not controlled by the RoutingService", which, i, a)
 			}
@@ -309,7 +316,15 @@ type fuzzCluster struct {
 	// JobHistoryLimit sets spec.strategy.jobHistoryLimit: 0 leaves it unset (default 3), n > 0
 	// sets 1 + (n-1)%4.
 	JobHistoryLimit uint8
+	// Handled[i] sets the handled-control records of the i-th ReplicaSet (in the order they are
+	// built): its bits 0-1, 2-3 and 4-5 pick the abort, retry and promote records from
+	// fuzzRecords (0: none).
+	Handled []uint8
 }
+
+// fuzzRecords are record annotation values a cluster may hold: the tokens, lists, junk, a value
+// far beyond what is read, a record of a long token.
+var fuzzRecords = []string{"t1", "t0 t1 t2", strings.Repeat("x ", 2000) + "t2"}
 
 type fuzzRS struct {
 	Revision       uint8 // label: update, old2, old1, legacy (the update's template under another name), ""
@@ -531,6 +546,16 @@ func fuzzObserved(statusIn, clusterIn []byte, clock int64) Observed {
 		}
 		for i, f := range rss {
 			o.ReplicaSets = append(o.ReplicaSets, fuzzReplicaSet(rsvc, other, shard, f, revs, fmt.Sprintf("%d-%d", s, i)))
+		}
+	}
+	for i, h := range c.Handled {
+		if i >= len(o.ReplicaSets) {
+			break
+		}
+		for k, key := range []string{"schemagate.io/handled-abort", "schemagate.io/handled-retry", "schemagate.io/handled-promote"} {
+			if n := int(h>>(2*k)) % 4; n > 0 {
+				o.ReplicaSets[i].Annotations[key] = fuzzRecords[n-1]
+			}
 		}
 	}
 	for i, f := range c.Jobs {

@@ -81,6 +81,11 @@ const (
 	// it last, and the annotation keeps that fact in the cluster, so a lost status write cannot
 	// change the outcome (S-17).
 	MarkServed ActionKind = "MarkServed"
+	// RecordControls sets the annotations in Annotations on a ReplicaSet: the control values
+	// (abort, retry, promote) handled last, kept in the cluster so that a lost or restored status
+	// never makes an old value act again (controls.go). Applied as a merge patch of those
+	// annotations alone, without a resourceVersion: it changes nothing another writer owns.
+	RecordControls ActionKind = "RecordControls"
 )
 
 // Action is one intended change. The reconciler applies actions in order and stops at the first
@@ -101,6 +106,8 @@ type Action struct {
 	Job *batchv1.Job
 	// Order is the served-order for MarkServed.
 	Order int64
+	// Annotations are the annotations RecordControls sets.
+	Annotations map[string]string
 	// Note says why, for logs and golden tests.
 	Note string
 }

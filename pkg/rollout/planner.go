@@ -62,6 +62,7 @@ func Compute(o Observed) Plan {
 	if p.promoteToken != "" && !paused {
 		p.event(false, EventPromoteIgnored, "promote %q: no shard is baking; nothing changed", p.promoteToken)
 	}
+	p.recordControls()
 	p.plan.Status = *p.status
 	return p.plan
 }
@@ -116,7 +117,12 @@ type planner struct {
 	inconclusive string
 	// retryWaiting: a retry waits (for the previous attempt's pods to stop, or for spec.paused to
 	// be false); it is not yet handled.
-	retryWaiting                    bool
+	retryWaiting bool
+	// abortedNow: an abort was handled in this reconcile; a retry read with it does not undo it.
+	abortedNow bool
+	// handledRecords are, per record annotation, the control values the ReplicaSets record as
+	// handled, oldest first (controls.go).
+	handledRecords                  map[string][]string
 	activityReason, activityMessage string
 	stallReason, stallMessage       string
 }
@@ -185,6 +191,7 @@ func newPlanner(o Observed) *planner {
 		// A new spec supersedes the failed revision: nothing to clean up by hand (scenario S-07).
 		p.status.Failure = nil
 	}
+	p.recoverControls()
 	p.handleAbort()
 	if token := p.rsvc.Annotations[routingv1alpha1.AnnotationRetry]; token != p.status.LastHandledRetry {
 		// Recorded as handled only when acted on (useRetry), since a retry may have to wait.
@@ -368,21 +375,42 @@ func (p *planner) useRetry() {
 	p.retry = ""
 }
 
-// retryRollout acts on a retry of a failed revision: the failure is cleared and the failed
-// shard's step starts again.
+// retryRollout acts on a retry of a failed or aborted revision: the failure is cleared and the
+// failed shard's step starts again. After an abort the rollout resumes: the shards it rolled back
+// start their steps again in spec order, each with a fresh progress deadline and a full bake, as
+// a person who stopped the rollout expects a retry to undo the stop. An abort read in the same
+// reconcile as the retry wins: the retry is reported ignored.
 func (p *planner) retryRollout() {
-	if p.retry == "" || !p.failed() || p.status.Failure.Reason == routingv1alpha1.ReasonAborted {
+	if p.retry == "" || !p.failed() || p.abortedNow {
 		return
 	}
 	f := p.status.Failure
+	from := f.Shard
 	for i := range p.status.Shards {
-		if ss := &p.status.Shards[i]; ss.Name == f.Shard {
+		ss := &p.status.Shards[i]
+		if ss.Name == f.Shard || (f.Reason == routingv1alpha1.ReasonAborted && ss.Step == routingv1alpha1.ShardStepRolledBack) {
 			ss.Step, ss.StepStartTime, ss.ProgressStartTime = routingv1alpha1.ShardStepPending, nil, nil
 		}
 	}
-	p.event(false, EventRolloutRetried, "retry %q: revision %s is tried again from shard %s", p.retry, p.update, f.Shard)
+	if f.Reason == routingv1alpha1.ReasonAborted {
+		from = p.firstUnpromoted()
+		p.event(false, EventRolloutRetried, "retry %q: the aborted rollout of revision %s resumes from shard %s", p.retry, p.update, from)
+	} else {
+		p.event(false, EventRolloutRetried, "retry %q: revision %s is tried again from shard %s", p.retry, p.update, from)
+	}
 	p.status.Failure = nil
 	p.useRetry()
+}
+
+// firstUnpromoted is the first shard, in spec order, whose step is not Promoted for the update
+// revision ("none" when every shard is).
+func (p *planner) firstUnpromoted() string {
+	for _, shard := range p.rsvc.Spec.Shards {
+		if ss := p.shardStatus(shard.Name); ss.StepRevision != p.update || ss.Step != routingv1alpha1.ShardStepPromoted {
+			return shard.Name
+		}
+	}
+	return "none"
 }
 
 // failed reports whether the update revision's rollout failed or was aborted.
@@ -411,6 +439,7 @@ func (p *planner) handleAbort() {
 	if p.failed() {
 		shard = p.status.Failure.Shard
 	}
+	p.abortedNow = true
 	p.status.Failure = &routingv1alpha1.RolloutFailure{
 		Revision: p.update,
 		Reason:   routingv1alpha1.ReasonAborted,

@@ -89,6 +89,7 @@ func (p *planner) promote() {
 				p.promotedNow = true
 				p.event(false, EventShardPromoted, "shard %s promoted to revision %s", shard.Name, p.update)
 				p.measure(PhaseShardBake, shard.Name, baked)
+				p.promoteSpent(shard.Name)
 				continue
 			}
 			p.setActivity(routingv1alpha1.ReasonShardBaking, fmt.Sprintf("shard %s is fully on revision %s and bakes until %s", shard.Name, p.update, end.UTC().Format(time.RFC3339)))
@@ -114,6 +115,7 @@ func (p *planner) promote() {
 				p.promotedNow = true
 				p.event(false, EventShardPromoted, "shard %s promoted to revision %s", shard.Name, p.update)
 				p.measure(PhaseShardProgress, shard.Name, progressed)
+				p.promoteSpent(shard.Name)
 				continue
 			}
 			p.stepTo(ss, routingv1alpha1.ShardStepBaking)
@@ -168,6 +170,19 @@ func (p *planner) promote() {
 		p.requeueAt(due)
 		return
 	}
+}
+
+// promoteSpent uses up a promote that was read while shard, the first shard not yet promoted,
+// got promoted on its own in this reconcile (its bake ran out in the same second, or it needs no
+// bake): the promote was meant for that shard, found nothing left to end there, and is recorded as
+// ignored. It never carries over to the next shard, where it would skip a pre-check or a bake
+// nobody asked to skip.
+func (p *planner) promoteSpent(shard string) {
+	if p.promoteToken == "" {
+		return
+	}
+	p.event(false, EventPromoteIgnored, "promote %q: shard %s was promoted on its own in the same reconcile (nothing left to end there); no other shard is promoted early", p.promoteToken, shard)
+	p.promoteToken = ""
 }
 
 func (p *planner) stepTo(ss *routingv1alpha1.ShardStatus, step routingv1alpha1.ShardStep) {

@@ -19,10 +19,15 @@ func (p *planner) resize() {
 		}
 		var live []*appsv1.ReplicaSet
 		var cs []Counts
+		var grows []bool
 		for _, rs := range p.set(shard.Name).all {
 			if replicasOf(rs) > 0 {
 				live = append(live, rs)
-				cs = append(cs, p.provenCounts(rs))
+				// Real counts: pods of a revision whose schema is not (or no longer) confirmed
+				// still serve, and counting them as unavailable would grow another set and take
+				// them away while the gate is closed. They only never grow (I1).
+				cs = append(cs, counts(rs))
+				grows = append(grows, p.mayRun(rs))
 			}
 		}
 		if len(live) == 0 {
@@ -34,7 +39,7 @@ func (p *planner) resize() {
 			}
 			continue
 		}
-		out := Resize(p.budget(shard), cs)
+		out := resizeGrowing(p.budget(shard), cs, grows)
 		changed := false
 		for i, rs := range live {
 			if out[i] == replicasOf(rs) || (out[i] > replicasOf(rs) && !p.mayRun(rs)) {
@@ -69,7 +74,27 @@ func (p *planner) storedReplicas(shard string) int32 {
 //
 // Example, replicas 3→8, surge 2, v1 3/3 (serving) and v2 1/0 (never ready): v1 → 8, v2 stays 1.
 // Then 8→3, surge 1: v2's unready pod goes first (→0), then v1 8→4 (= replicas+surge).
+//
+// With replicas unchanged nothing moves: a shard at the end of a step (v1 1/1, v2 3/3, replicas
+// 3, surge 1) asks for 4 = replicas+surge and has 4 available, so no pod is added or taken.
 func Resize(b Budget, live []Counts) []int32 {
+	grows := make([]bool, len(live))
+	for i := range grows {
+		grows[i] = true
+	}
+	return resizeGrowing(b, live, grows)
+}
+
+// resizeGrowing is Resize where only the ReplicaSets with grows[i] may be scaled up: the serving
+// set is the one of them with the most available pods. The others are revisions whose schema is
+// not confirmed (the gate is closed, or closed again): their available pods count towards the
+// floor, as they serve, but they never get more pods (I1). A shard where none may grow is only
+// ever scaled down, and only above replicas+surge.
+//
+// Example, the gate closes with v1 1/1 and v2 3/3 (v2 may not grow), replicas 3, surge 1: the
+// floor of 3 is covered by v2's pods, nothing above 4: nothing changes. Replicas 3→5 (surge 2):
+// v1 grows 1→2, so that v2's 3 available pods and v1's 2 cover the floor of 5; v2 stays at 3.
+func resizeGrowing(b Budget, live []Counts, grows []bool) []int32 {
 	out := make([]int32, len(live))
 	total, available := int32(0), int32(0)
 	serving := -1
@@ -77,12 +102,14 @@ func Resize(b Budget, live []Counts) []int32 {
 		out[i] = c.Spec
 		total += c.Spec
 		available += c.Available
-		if c.Available > 0 && (serving < 0 || c.Available >= live[serving].Available) {
+		if grows[i] && c.Available > 0 && (serving < 0 || c.Available >= live[serving].Available) {
 			serving = i
 		}
 	}
 	if len(live) == 1 {
-		out[0] = b.Replicas
+		if grows[0] || b.Replicas < out[0] {
+			out[0] = b.Replicas
+		}
 		return out
 	}
 	if serving >= 0 {

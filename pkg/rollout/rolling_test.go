@@ -114,3 +114,29 @@ func TestResize(t *testing.T) {
 		})
 	}
 }
+
+// A revision whose schema is not confirmed (the gate closed mid-step) keeps its pods and counts
+// for the floor; it never grows, and nothing else moves unless the replicas changed.
+func TestResizeWithAClosedGate(t *testing.T) {
+	cases := []struct {
+		name  string
+		b     Budget
+		live  []Counts
+		grows []bool
+		want  []int32
+	}{
+		{"end of step: nothing moves", Budget{3, 1, 0}, []Counts{{1, 1}, {3, 3}}, []bool{true, false}, []int32{1, 3}},
+		{"mid-step: nothing moves", Budget{3, 1, 0}, []Counts{{2, 2}, {2, 2}}, []bool{true, false}, []int32{2, 2}},
+		{"grown: only the confirmed revision grows", Budget{5, 2, 0}, []Counts{{1, 1}, {3, 3}}, []bool{true, false}, []int32{2, 3}},
+		{"shrunk: pods above replicas+surge go, the unconfirmed ones first", Budget{2, 1, 0}, []Counts{{2, 2}, {3, 3}}, []bool{true, false}, []int32{2, 1}},
+		{"alone and unconfirmed: never grows", Budget{5, 2, 0}, []Counts{{3, 3}}, []bool{false}, []int32{3}},
+		{"alone and unconfirmed: shrinks", Budget{2, 1, 0}, []Counts{{3, 3}}, []bool{false}, []int32{2}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			if got := resizeGrowing(c.b, c.live, c.grows); fmt.Sprint(got) != fmt.Sprint(c.want) {
+				t.Fatalf("resizeGrowing = %v, want %v", got, c.want)
+			}
+		})
+	}
+}

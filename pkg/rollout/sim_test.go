@@ -119,33 +119,9 @@ func (w *world) reconcile() Plan {
 	}
 	for _, a := range plan.Actions {
 		w.log = append(w.log, w.now.Format("15:04:05")+" "+a.String())
-		switch a.Kind {
-		case CreateReplicaSet:
-			rs := a.ReplicaSet.DeepCopy()
-			w.seq++
-			rs.CreationTimestamp = metav1.Time{Time: w.now.Add(time.Duration(w.seq) * time.Millisecond)}
-			rs.Generation = 1
-			w.rss[rs.Name] = rs
-		case ScaleReplicaSet:
-			rs := w.rss[a.ReplicaSet.Name]
-			rs.Spec.Replicas = ptr.To(a.Replicas)
-			rs.Generation++
-		case DeleteReplicaSet:
-			delete(w.rss, a.ReplicaSet.Name)
-		case CreateJob:
-			j := a.Job.DeepCopy()
-			j.CreationTimestamp = metav1.Time{Time: w.now}
-			j.UID = types.UID("uid-" + j.Name)
-			w.jobs[j.Name] = j
-		case SuspendJob:
-			w.jobs[a.Job.Name].Spec.Suspend = ptr.To(true)
-		case DeleteJob:
-			w.deleteJob(a.Job.Name)
-		case AdoptReplicaSet:
-			w.rss[a.ReplicaSet.Name].OwnerReferences = append(w.rss[a.ReplicaSet.Name].OwnerReferences, ControllerRef(w.rsvc))
-		case MarkServed:
-			SetServedOrder(w.rss[a.ReplicaSet.Name], a.Order)
-		}
+		before := w.shardAvailable()
+		w.apply(a)
+		w.checkActionI2(a, before, plan)
 	}
 	for _, e := range plan.Events {
 		w.log = append(w.log, w.now.Format("15:04:05")+" event "+e.Reason)
@@ -156,6 +132,68 @@ func (w *world) reconcile() Plan {
 	}
 	w.checkInvariants()
 	return plan
+}
+
+// apply applies one action to the world, as the API server would.
+func (w *world) apply(a Action) {
+	switch a.Kind {
+	case CreateReplicaSet:
+		rs := a.ReplicaSet.DeepCopy()
+		w.seq++
+		rs.CreationTimestamp = metav1.Time{Time: w.now.Add(time.Duration(w.seq) * time.Millisecond)}
+		rs.Generation = 1
+		w.rss[rs.Name] = rs
+	case ScaleReplicaSet:
+		rs := w.rss[a.ReplicaSet.Name]
+		rs.Spec.Replicas = ptr.To(a.Replicas)
+		rs.Generation++
+	case DeleteReplicaSet:
+		delete(w.rss, a.ReplicaSet.Name)
+	case CreateJob:
+		j := a.Job.DeepCopy()
+		j.CreationTimestamp = metav1.Time{Time: w.now}
+		j.UID = types.UID("uid-" + j.Name)
+		w.jobs[j.Name] = j
+	case SuspendJob:
+		w.jobs[a.Job.Name].Spec.Suspend = ptr.To(true)
+	case DeleteJob:
+		w.deleteJob(a.Job.Name)
+	case AdoptReplicaSet:
+		w.rss[a.ReplicaSet.Name].OwnerReferences = append(w.rss[a.ReplicaSet.Name].OwnerReferences, ControllerRef(w.rsvc))
+	case MarkServed:
+		SetServedOrder(w.rss[a.ReplicaSet.Name], a.Order)
+	case RecordControls:
+		SetAnnotations(w.rss[a.ReplicaSet.Name], a.Annotations)
+	}
+}
+
+// shardAvailable counts, per shard, the pods that are available and that no ReplicaSet is asked to
+// remove: each ReplicaSet's available pods, capped at its spec.replicas (a scale-down takes pods
+// away at once; a scale-up adds available pods only later, at a tick).
+func (w *world) shardAvailable() map[string]int32 {
+	out := map[string]int32{}
+	for _, rs := range w.rss {
+		out[rs.Labels[LabelShard]] += min(rs.Status.AvailableReplicas, *rs.Spec.Replicas)
+	}
+	return out
+}
+
+// checkActionI2 checks I2 after each single action, so the states between two actions of one plan
+// count too: no action may take a shard's available pods below replicas - maxUnavailable, unless
+// the shard was already below that and the action takes nothing away.
+func (w *world) checkActionI2(a Action, before map[string]int32, plan Plan) {
+	w.t.Helper()
+	if w.skipI2 {
+		return
+	}
+	after := w.shardAvailable()
+	for _, shard := range w.rsvc.Spec.Shards {
+		floor := ResolveBudget(shard.Replicas, w.rsvc.Spec.Strategy.MaxSurge, w.rsvc.Spec.Strategy.MaxUnavailable).MinAvailable()
+		if b, n := before[shard.Name], after[shard.Name]; n < b && n < floor {
+			w.t.Fatalf("I2: %v leaves shard %s with %d available pods (it had %d), below its floor of %d; plan %v\nlog:\n%s",
+				a, shard.Name, n, b, floor, plan.Actions, strings.Join(w.log, "\n"))
+		}
+	}
 }
 
 // tick plays the workload controllers: pods of scaled-up ReplicaSets become available, scaled-down
@@ -187,8 +225,12 @@ func (w *world) tick() {
 		image := j.Spec.Template.Spec.Containers[0].Image
 		j.Status.Active = 1
 		if j.Labels[LabelComponent] == ComponentShardCheck {
-			// A shard check: "hang" never ends, "fail" fails ("fail-in-<shard>": only there).
+			// A shard check: "hang" never ends ("hang-in-<shard>": only there), "fail" fails
+			// ("fail-in-<shard>": only there).
 			switch {
+			case strings.Contains(image, "hang-in-") && !strings.Contains(image, "hang-in-"+j.Labels[LabelShard]):
+				j.Status.Active, j.Status.Succeeded = 0, 1
+				j.Status.Conditions = completeConditions()
 			case strings.Contains(image, "hang"):
 			case strings.Contains(image, "fail-in-") && !strings.Contains(image, "fail-in-"+j.Labels[LabelShard]):
 				j.Status.Active, j.Status.Succeeded = 0, 1

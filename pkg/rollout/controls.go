@@ -1,0 +1,209 @@
+package rollout
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"sort"
+	"strings"
+
+	appsv1 "k8s.io/api/apps/v1"
+
+	routingv1alpha1 "github.com/schemagate/schemagate/api/v1alpha1"
+)
+
+// Handled controls are recorded in the cluster, not only in status. A control annotation
+// (schemagate.io/abort, retry, promote) is never cleared, so the value that was acted on must be
+// known for the life of the RoutingService: status alone is not enough, since a restore that skips
+// status, or a `kubectl get -o yaml` re-applied after a delete with --cascade=orphan, brings the old
+// annotation back with no status, and the old value would act again (an old abort rolling back a
+// healthy rollout). So every ReplicaSet the RoutingService controls carries the values handled
+// last, in the annotations below; a ReplicaSet it creates carries them from the start. These are
+// the objects the controls act on, they survive both a status-less restore and an orphan delete
+// (they are adopted again), and no GitOps tool applies them, so nobody fights over the field.
+//
+// A value is handled when status says so (status.lastHandledAbort, lastHandledRetry,
+// lastHandledPromote) or any of the RoutingService's ReplicaSets records it.
+const (
+	annotationHandledAbort   = "schemagate.io/handled-abort"
+	annotationHandledRetry   = "schemagate.io/handled-retry"
+	annotationHandledPromote = "schemagate.io/handled-promote"
+)
+
+// maxHandledRecords is how many values per control a ReplicaSet keeps, newest last, so that an
+// older saved manifest re-applied (its value handled several controls ago) does not act either.
+const maxHandledRecords = 8
+
+// maxHandledAnnotation bounds, in bytes, how much of a record annotation is read (untrusted input).
+const maxHandledAnnotation = 1024
+
+// maxPlainRecord is the longest value recorded as it is; longer values, or values with
+// characters other than letters, digits and . _ : -, are recorded as "sha256-" and the first 32 hex
+// digits of their SHA-256 (a bounded record of any annotation value).
+const maxPlainRecord = 63
+
+// control is one control annotation and where its handled value lives.
+type control struct {
+	annotation, record string
+	handled            *string
+	// ignored is the Event reason that says a value of it did nothing.
+	ignored string
+}
+
+func (p *planner) controls() []control {
+	return []control{
+		{routingv1alpha1.AnnotationAbort, annotationHandledAbort, &p.status.LastHandledAbort, EventAbortIgnored},
+		{routingv1alpha1.AnnotationRetry, annotationHandledRetry, &p.status.LastHandledRetry, EventRetryIgnored},
+		{routingv1alpha1.AnnotationPromote, annotationHandledPromote, &p.status.LastHandledPromote, EventPromoteIgnored},
+	}
+}
+
+// controlRecord is how value is written in a record annotation.
+func controlRecord(value string) string {
+	plain := len(value) <= maxPlainRecord
+	for _, r := range value {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("._:-", r)) {
+			plain = false
+			break
+		}
+	}
+	if plain && !strings.HasPrefix(value, "sha256-") {
+		return value
+	}
+	sum := sha256.Sum256([]byte(value))
+	return "sha256-" + hex.EncodeToString(sum[:16])
+}
+
+// parseRecords reads a record annotation: space-separated records, newest last, at most
+// maxHandledRecords of them from the first maxHandledAnnotation bytes.
+func parseRecords(v string) []string {
+	if len(v) > maxHandledAnnotation {
+		v = v[:maxHandledAnnotation]
+	}
+	f := strings.Fields(v)
+	if len(f) > maxHandledRecords {
+		f = f[len(f)-maxHandledRecords:]
+	}
+	return f
+}
+
+// recordedReplicaSets are the ReplicaSets whose records count and that get them: those this
+// RoutingService controls (or adopts now), never one whose template does not match its revision.
+// Sorted by shard name, then oldest first, so the order of records is the same on every reconcile.
+func (p *planner) recordedReplicaSets() []*appsv1.ReplicaSet {
+	names := make([]string, 0, len(p.shards))
+	for name := range p.shards {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	var out []*appsv1.ReplicaSet
+	for _, name := range names {
+		for _, rs := range p.shards[name].all {
+			if !p.untrusted[rs] {
+				out = append(out, rs)
+			}
+		}
+	}
+	return out
+}
+
+// recoverControls reads the handled values recorded on the ReplicaSets. A control annotation whose
+// value is recorded there is handled, whatever status says: status was lost or restored from an
+// older copy, and the value is not acted on again. Called before any control is read.
+func (p *planner) recoverControls() {
+	p.handledRecords = map[string][]string{}
+	rss := p.recordedReplicaSets()
+	for _, c := range p.controls() {
+		var hist []string
+		for _, rs := range rss {
+			for _, r := range parseRecords(rs.Annotations[c.record]) {
+				hist = appendRecord(hist, r, false)
+			}
+		}
+		p.handledRecords[c.record] = hist
+		token := p.rsvc.Annotations[c.annotation]
+		if token == "" || token == *c.handled {
+			continue
+		}
+		for _, r := range hist {
+			if r == controlRecord(token) {
+				*c.handled = token
+				p.event(false, c.ignored, "%s=%q was acted on before (status does not say so, its ReplicaSets do); it does not act again", c.annotation, token)
+				break
+			}
+		}
+	}
+}
+
+// appendRecord adds r to hist, once: an r already there stays where it is, unless last, which
+// moves it to the end (it is the newest).
+func appendRecord(hist []string, r string, last bool) []string {
+	for i, h := range hist {
+		if h == r {
+			if !last {
+				return hist
+			}
+			hist = append(hist[:i:i], hist[i+1:]...)
+			break
+		}
+	}
+	return append(hist, r)
+}
+
+// recordControls plans the writes that keep every ReplicaSet's records up to date with the values
+// handled now, and stamps the ReplicaSets this plan creates. It writes nothing in a steady state,
+// nor when no control was ever used.
+func (p *planner) recordControls() {
+	want := map[string]string{}
+	for _, c := range p.controls() {
+		hist := p.handledRecords[c.record]
+		if *c.handled != "" {
+			hist = appendRecord(append([]string(nil), hist...), controlRecord(*c.handled), true)
+		}
+		if len(hist) > maxHandledRecords {
+			hist = hist[len(hist)-maxHandledRecords:]
+		}
+		if len(hist) > 0 {
+			want[c.record] = strings.Join(hist, " ")
+		}
+	}
+	if len(want) == 0 {
+		return
+	}
+	for _, rs := range p.recordedReplicaSets() {
+		diff := map[string]string{}
+		for k, v := range want {
+			if rs.Annotations[k] != v {
+				diff[k] = v
+			}
+		}
+		if len(diff) > 0 {
+			p.act(Action{Kind: RecordControls, ReplicaSet: rs, Annotations: diff,
+				Note: fmt.Sprintf("record the handled controls (%s) on shard %s's revision %s", strings.Join(sortedKeys(diff), ", "), rs.Labels[LabelShard], rs.Labels[LabelRevision])})
+		}
+	}
+	for _, a := range p.plan.Actions {
+		if a.Kind == CreateReplicaSet {
+			SetAnnotations(a.ReplicaSet, want)
+		}
+	}
+}
+
+// SetAnnotations sets annotations on rs (the records of RecordControls).
+func SetAnnotations(rs *appsv1.ReplicaSet, annotations map[string]string) {
+	if rs.Annotations == nil {
+		rs.Annotations = map[string]string{}
+	}
+	for k, v := range annotations {
+		rs.Annotations[k] = v
+	}
+}
+
+func sortedKeys(m map[string]string) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
