@@ -636,8 +636,8 @@ func fuzzMigrationJob(rsvc, other *routingv1alpha1.RoutingService, f fuzzJob, i 
 		// A shard check of us-east ("smoke") for the update revision.
 		update := Revision(&rsvc.Spec)
 		j.Labels = map[string]string{LabelManagedBy: ManagedByValue, LabelComponent: ComponentShardCheck, LabelName: rsvc.Name,
-			LabelShard: "us-east", LabelCheck: "smoke", LabelRevision: update, LabelCheckWhen: string(routingv1alpha1.CheckWhenBake)}
-		j.Name = ShardCheckJobName(rsvc.Name, "us-east", "smoke", update, routingv1alpha1.CheckWhenBake)
+			LabelShard: "us-east", LabelCheck: "smoke", LabelRevision: update, LabelCheckWhen: string(routingv1alpha1.CheckWhenBake), LabelCheckAttempt: attemptLabel}
+		j.Name = ShardCheckJobName(rsvc.Name, "us-east", "smoke", update, routingv1alpha1.CheckWhenBake, int32(attempt))
 	case 1:
 		j.Labels[LabelComponent] = ComponentRouting
 	case 2:

@@ -112,8 +112,11 @@ type planner struct {
 	// retry and promote are new control annotation values to act on in this reconcile; they are
 	// set to "" once used.
 	retry, promoteToken string
-	// inconclusive says which check holds a shard as inconclusive, if one does (issue 11).
-	inconclusive string
+	// inconclusive says which check holds a shard as inconclusive, if one does (issue 11), and
+	// since when; checkConflict, which check's Job name is held by another object.
+	inconclusive      string
+	inconclusiveSince time.Time
+	checkConflict     string
 	// retryWaiting: a retry waits (for the previous attempt's pods to stop, or for spec.paused to
 	// be false); it is not yet handled.
 	retryWaiting                    bool
@@ -375,6 +378,7 @@ func (p *planner) retryRollout() {
 		return
 	}
 	f := p.status.Failure
+	p.restartChecks()
 	for i := range p.status.Shards {
 		if ss := &p.status.Shards[i]; ss.Name == f.Shard {
 			ss.Step, ss.StepStartTime, ss.ProgressStartTime = routingv1alpha1.ShardStepPending, nil, nil
