@@ -173,7 +173,9 @@ func TestInconclusiveHoldEndsStalled(t *testing.T) {
 	w := steady(t)
 	withMeasuredCheck(w, "404-ratio", 3, always(routingv1alpha1.MeasurementInconclusive, "NaN"))
 	w.update("app:v2", "1", "migrate:ok")
-	w.run(200, func() bool { return w.reason(routingv1alpha1.ConditionReconciling) == routingv1alpha1.ReasonShardCheckInconclusive })
+	w.run(200, func() bool {
+		return w.reason(routingv1alpha1.ConditionReconciling) == routingv1alpha1.ReasonShardCheckInconclusive
+	})
 	held := w.now
 	w.run(200, func() bool { return w.stalledWith(routingv1alpha1.ReasonShardCheckInconclusive) })
 	if d := w.now.Sub(held); d < 59*time.Second || d > 61*time.Second {
