@@ -43,6 +43,7 @@ func Compute(o Observed) Plan {
 		p.pauseSteps()
 	case p.failed():
 		p.handleFailure()
+	case p.checksInvalid():
 	case p.gateOpen:
 		p.promote()
 	case p.activityReason == "":

@@ -10,6 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	routingv1alpha1 "github.com/schemagate/schemagate/api/v1alpha1"
+	"github.com/schemagate/schemagate/pkg/checkspec"
 )
 
 // shardCheckAttempts returns the Jobs of check for shard, the update revision and when that this
@@ -267,4 +268,27 @@ func inconclusiveSince(st *routingv1alpha1.ShardCheckStatus) time.Time {
 		return st.StartTime.Time
 	}
 	return time.Time{}
+}
+
+// checksInvalid refuses a spec whose checks can never be measured as written
+// (checkspec.Problems: a CEL condition that does not compile, an address, URL or JSONPath that
+// does not parse), which the API server's validation cannot tell: Stalled=True, reason
+// InvalidCheck, naming each such field, and no shard starts or steps the update revision, rather
+// than failing the first shard after it rolled. It is dispatched after a failed revision, so a
+// rollback is never held by it; replica changes still apply. It reports whether it refused.
+func (p *planner) checksInvalid() bool {
+	problems := checkspec.Problems(&p.rsvc.Spec)
+	if len(problems) == 0 {
+		return false
+	}
+	parts := make([]string, len(problems))
+	for i, pr := range problems {
+		parts[i] = pr.String()
+	}
+	msg := fmt.Sprintf("%s; no shard starts revision %s until the spec is fixed", strings.Join(parts, "; "), p.update)
+	if old := p.oldCondition(routingv1alpha1.ConditionStalled); old == nil || old.Status != metav1.ConditionTrue || old.Reason != routingv1alpha1.ReasonInvalidCheck || old.Message != msg {
+		p.event(true, routingv1alpha1.ReasonInvalidCheck, "%s", msg)
+	}
+	p.stall(routingv1alpha1.ReasonInvalidCheck, msg)
+	return true
 }

@@ -12,6 +12,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	routingv1alpha1 "github.com/schemagate/schemagate/api/v1alpha1"
+	"github.com/schemagate/schemagate/pkg/checkspec"
 )
 
 // Shard checks run afresh on every attempt of a shard, and a check Job's name held by another
@@ -203,4 +204,44 @@ func TestInconclusiveHoldEndsStalled(t *testing.T) {
 	if w.stalledWith(routingv1alpha1.ReasonShardCheckInconclusive) {
 		t.Fatal("still Stalled after the promote")
 	}
+}
+
+// A successCondition that does not compile (the API server cannot tell) is refused before any
+// shard moves: Stalled, reason InvalidCheck naming the field and CEL's complaint; no ReplicaSet
+// of the new revision, no measurement; v1 keeps serving. Fixed in the spec, the rollout goes on.
+// Before, us-east rolled to v2 and then failed its check at the first measurement.
+func TestInvalidCheckConditionRefusedBeforeAnyShardMoves(t *testing.T) {
+	w := steady(t)
+	withMeasuredCheck(w, "404-ratio", 1, always(routingv1alpha1.MeasurementSuccessful, "0"))
+	measure := w.measure
+	w.measure = func(req MeasurementRequest) TakenMeasurement {
+		// As the providers do: a condition that does not compile is fatal at once.
+		if _, err := checkspec.CompileCondition(req.Check.Prometheus.SuccessCondition); err != nil {
+			return TakenMeasurement{MeasurementKey: req.MeasurementKey, Fatal: true, Result: routingv1alpha1.MeasurementResult{Phase: routingv1alpha1.MeasurementError, Message: err.Error()}}
+		}
+		return measure(req)
+	}
+	w.rsvc.Spec.Strategy.Checks[0].Prometheus.SuccessCondition = "result < 0.01 &&"
+	w.update("app:v2", "1", "migrate:ok")
+	for i := 0; i < 60; i++ {
+		w.step(time.Second)
+	}
+	c := w.condition(routingv1alpha1.ConditionStalled)
+	if !w.stalledWith(routingv1alpha1.ReasonInvalidCheck) || !strings.Contains(c.Message, "spec.strategy.checks[0].prometheus.successCondition") || !strings.Contains(c.Message, "does not compile") {
+		t.Fatalf("Stalled = %+v", c)
+	}
+	if got := w.shardImages(); got != "us-east=app:v1:3 eu-west=app:v1:3 ap-south=app:v1:3" {
+		t.Fatalf("shards %s", got)
+	}
+	for _, rs := range w.rss {
+		if rs.Spec.Template.Spec.Containers[0].Image == "app:v2" {
+			t.Fatalf("ReplicaSet %s of the refused revision was created", rs.Name)
+		}
+	}
+	if len(w.measured) != 0 || w.countEvents(routingv1alpha1.ReasonInvalidCheck) != 1 {
+		t.Fatalf("%d measurements, %d InvalidCheck Events; want 0 and 1", len(w.measured), w.countEvents(routingv1alpha1.ReasonInvalidCheck))
+	}
+	w.rsvc.Spec.Strategy.Checks[0].Prometheus.SuccessCondition = "result < 0.01"
+	w.rsvc.Generation++
+	w.run(300, func() bool { return w.isTrue(routingv1alpha1.ConditionReady) })
 }
