@@ -71,6 +71,7 @@ func FuzzCompute(f *testing.F) {
 	f.Add([]byte(`{"shards":[{"name":"us-east","step":"Baking","stepRevision":"@U","checks":[{"name":"ratio","when":"Bake","phase":"Running","revision":"@U","count":1,"failed":1}]}]}`),
 		fuzzClusterSeed(func(c *fuzzCluster) { c.Measured, c.Answers = 1+4, []uint8{1, 2, 4} }), int64(0))
 	f.Add([]byte(nil), fuzzClusterSeed(func(c *fuzzCluster) { c.Measured, c.Answers = 3+64, []uint8{3, 3, 0} }), int64(0))
+	f.Add([]byte(nil), fuzzClusterSeed(func(c *fuzzCluster) { c.Measured, c.Condition = 1, 1 }), int64(0))
 	f.Fuzz(func(t *testing.T, status, cluster []byte, clock int64) {
 		o := fuzzObserved(status, cluster, clock)
 		before := deepCopyObserved(o)
@@ -309,6 +310,9 @@ type fuzzCluster struct {
 	// JobHistoryLimit sets spec.strategy.jobHistoryLimit: 0 leaves it unset (default 3), n > 0
 	// sets 1 + (n-1)%4.
 	JobHistoryLimit uint8
+	// Condition is the "ratio" check's successCondition: one that compiles, one that does not,
+	// one that yields no bool, or one with an unknown variable (refused before any shard moves).
+	Condition uint8
 }
 
 type fuzzRS struct {
@@ -486,7 +490,7 @@ func fuzzObserved(statusIn, clusterIn []byte, clock int64) Observed {
 	}
 	if c.Measured%4 > 0 {
 		m := routingv1alpha1.ShardCheck{Name: "ratio", DryRun: c.Measured%4 == 2,
-			Prometheus: &routingv1alpha1.PrometheusCheck{Address: "http://127.0.0.1:9090", Query: "sum(x)", SuccessCondition: "result < 0.01"},
+			Prometheus: &routingv1alpha1.PrometheusCheck{Address: "http://127.0.0.1:9090", Query: "sum(x)", SuccessCondition: pick(c.Condition, []string{"result < 0.01", "result <", "result + 1.0", "value < 1.0"})},
 			Measurement: routingv1alpha1.Measurement{Count: ptr.To(int32(c.Measured>>2%4) - 1), FailureLimit: ptr.To(int32(c.Measured >> 4 % 2)),
 				InconclusiveLimit: ptr.To(int32(c.Measured >> 5 % 2)), IntervalSeconds: ptr.To(int32(c.Measured>>6) - 1)}}
 		if c.Measured%4 == 3 {
