@@ -37,6 +37,8 @@ func (r *RoutingServiceReconciler) writeStatus(ctx context.Context, key types.Na
 // milliseconds).
 const staleCacheRecheck = time.Second
 
+// recordEvents records the planner's Events: each one fits the API's limits (eventNote) and has an
+// action of its own (eventAction), so none is refused or folded into another.
 func (r *RoutingServiceReconciler) recordEvents(rsvc *routingv1alpha1.RoutingService, events []rollout.Event) {
 	if r.Recorder == nil {
 		return
@@ -46,6 +48,7 @@ func (r *RoutingServiceReconciler) recordEvents(rsvc *routingv1alpha1.RoutingSer
 		if e.Warning {
 			eventType = corev1.EventTypeWarning
 		}
-		r.Recorder.Eventf(rsvc, nil, eventType, e.Reason, "Reconcile", "%s", e.Message)
+		note := eventNote(e.Message)
+		r.Recorder.Eventf(rsvc, nil, eventType, e.Reason, eventAction(e.Reason, note), "%s", note)
 	}
 }

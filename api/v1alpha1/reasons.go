@@ -47,6 +47,12 @@ const (
 	ReasonShardCheckFailed = "ShardCheckFailed"
 	// ReasonShardCheckInconclusive: a check's inconclusive measurements (no data, NaN) went
 	// beyond its inconclusiveLimit: the shard holds, as Argo Rollouts pauses, until a person
-	// promotes (the check is set aside) or aborts. The RoutingService stays Reconciling.
+	// promotes (the check is set aside) or aborts. The RoutingService is Reconciling while it
+	// holds, and Stalled once it held progressDeadlineSeconds.
 	ReasonShardCheckInconclusive = "ShardCheckInconclusive"
+	// ReasonInvalidCheck: a check of spec.strategy.checks can never be measured as written (a
+	// CEL condition that does not compile, an address or URL that does not parse, a JSONPath
+	// that does not parse), which the API server cannot tell: Stalled=True names the field, and
+	// no shard starts or steps the update revision until the spec is fixed.
+	ReasonInvalidCheck = "InvalidCheck"
 )

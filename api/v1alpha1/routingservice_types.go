@@ -378,8 +378,8 @@ type ShardCheck struct {
 // Measurement is how an http or prometheus check is measured. A check passes once count
 // measurements were taken and no limit was exceeded. It fails at once when failed measurements
 // exceed failureLimit or consecutive errors exceed consecutiveErrorLimit; it is Inconclusive (the
-// shard holds until a person promotes or aborts, as Argo Rollouts pauses) when inconclusive
-// measurements exceed inconclusiveLimit.
+// shard holds until a person promotes or aborts, as Argo Rollouts pauses; Stalled once it held
+// progressDeadlineSeconds) when inconclusive measurements exceed inconclusiveLimit.
 type Measurement struct {
 	// intervalSeconds is the time between two measurements, in seconds. Default 10.
 	// +optional
@@ -517,7 +517,9 @@ type PrometheusCheck struct {
 	Query string `json:"query"`
 
 	// successCondition is a CEL expression over the double `result`, for instance
-	// `result < 0.01`; the measurement passes when it is true.
+	// `result < 0.01` (compare with doubles: `result < 1` does not compile); the measurement
+	// passes when it is true. One that does not compile, or does not yield a bool, is refused
+	// before any shard starts (Stalled, reason InvalidCheck).
 	// +required
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=512
@@ -525,7 +527,7 @@ type PrometheusCheck struct {
 
 	// failureCondition, when set, is a CEL expression over `result` that fails the measurement;
 	// a result for which neither condition holds is inconclusive. Unset: a result for which
-	// successCondition is false fails.
+	// successCondition is false fails. It is checked as successCondition is.
 	// +optional
 	// +kubebuilder:validation:MaxLength=512
 	FailureCondition string `json:"failureCondition,omitempty"`
@@ -590,7 +592,8 @@ const (
 	// CheckPhaseFailed: the check's Job failed or ran past its deadline.
 	CheckPhaseFailed CheckPhase = "Failed"
 	// CheckPhaseInconclusive: more measurements were inconclusive than inconclusiveLimit allows:
-	// the shard holds until a person promotes (the check is set aside) or aborts.
+	// the shard holds until a person promotes (the check is set aside) or aborts; Stalled once
+	// it held progressDeadlineSeconds.
 	CheckPhaseInconclusive CheckPhase = "Inconclusive"
 )
 
@@ -603,7 +606,9 @@ type ShardCheckStatus struct {
 	When CheckWhen `json:"when"`
 	// phase is Running, Passed or Failed.
 	Phase CheckPhase `json:"phase"`
-	// job is the check's Job.
+	// job is the check's Job: one per attempt (its name ends in the attempt number, and its
+	// label schemagate.io/check-attempt says it); a retry, or the revision applied again, runs a
+	// new attempt.
 	// +optional
 	Job string `json:"job,omitempty"`
 	// dryRun: the result is reported and never fails the shard.

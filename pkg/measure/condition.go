@@ -5,11 +5,9 @@ import (
 	"sync"
 
 	"github.com/google/cel-go/cel"
-)
 
-// celCostLimit bounds one evaluation of a condition (CEL's cost units), as the API server bounds
-// its CEL rules: a condition over one double cannot need more.
-const celCostLimit = 10_000
+	"github.com/schemagate/schemagate/pkg/checkspec"
+)
 
 // maxCachedConditions bounds the compiled conditions kept; the cache is emptied when full.
 const maxCachedConditions = 256
@@ -24,26 +22,16 @@ type conditionCache struct {
 	m  map[string]*condition
 }
 
-// compile returns the compiled expr, compiling it once. An expression that does not compile, or
-// does not yield a bool, is an error naming CEL's complaint.
+// compile returns the compiled expr, compiling it once with checkspec.CompileCondition (the
+// planner refuses a spec whose conditions do not compile with the same function). An expression
+// that does not compile, or does not yield a bool, is an error naming CEL's complaint.
 func (c *conditionCache) compile(expr string) (*condition, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if got, ok := c.m[expr]; ok {
 		return got, nil
 	}
-	env, err := cel.NewEnv(cel.Variable("result", cel.DoubleType))
-	if err != nil {
-		return nil, err
-	}
-	ast, iss := env.Compile(expr)
-	if iss.Err() != nil {
-		return nil, iss.Err()
-	}
-	if ast.OutputType() != cel.BoolType {
-		return nil, fmt.Errorf("yields %s, not bool", ast.OutputType())
-	}
-	prg, err := env.Program(ast, cel.CostLimit(celCostLimit))
+	prg, err := checkspec.CompileCondition(expr)
 	if err != nil {
 		return nil, err
 	}

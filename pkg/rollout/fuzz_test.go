@@ -71,6 +71,7 @@ func FuzzCompute(f *testing.F) {
 	f.Add([]byte(`{"shards":[{"name":"us-east","step":"Baking","stepRevision":"@U","checks":[{"name":"ratio","when":"Bake","phase":"Running","revision":"@U","count":1,"failed":1}]}]}`),
 		fuzzClusterSeed(func(c *fuzzCluster) { c.Measured, c.Answers = 1+4, []uint8{1, 2, 4} }), int64(0))
 	f.Add([]byte(nil), fuzzClusterSeed(func(c *fuzzCluster) { c.Measured, c.Answers = 3+64, []uint8{3, 3, 0} }), int64(0))
+	f.Add([]byte(nil), fuzzClusterSeed(func(c *fuzzCluster) { c.Measured, c.Condition = 1, 1 }), int64(0))
 	f.Fuzz(func(t *testing.T, status, cluster []byte, clock int64) {
 		o := fuzzObserved(status, cluster, clock)
 		before := deepCopyObserved(o)
@@ -320,6 +321,9 @@ type fuzzCluster struct {
 	// built): its bits 0-1, 2-3 and 4-5 pick the abort, retry and promote records from
 	// fuzzRecords (0: none).
 	Handled []uint8
+	// Condition is the "ratio" check's successCondition: one that compiles, one that does not,
+	// one that yields no bool, or one with an unknown variable (refused before any shard moves).
+	Condition uint8
 }
 
 // fuzzRecords are record annotation values a cluster may hold: the tokens, lists, junk, a value
@@ -501,7 +505,7 @@ func fuzzObserved(statusIn, clusterIn []byte, clock int64) Observed {
 	}
 	if c.Measured%4 > 0 {
 		m := routingv1alpha1.ShardCheck{Name: "ratio", DryRun: c.Measured%4 == 2,
-			Prometheus: &routingv1alpha1.PrometheusCheck{Address: "http://127.0.0.1:9090", Query: "sum(x)", SuccessCondition: "result < 0.01"},
+			Prometheus: &routingv1alpha1.PrometheusCheck{Address: "http://127.0.0.1:9090", Query: "sum(x)", SuccessCondition: pick(c.Condition, []string{"result < 0.01", "result <", "result + 1.0", "value < 1.0"})},
 			Measurement: routingv1alpha1.Measurement{Count: ptr.To(int32(c.Measured>>2%4) - 1), FailureLimit: ptr.To(int32(c.Measured >> 4 % 2)),
 				InconclusiveLimit: ptr.To(int32(c.Measured >> 5 % 2)), IntervalSeconds: ptr.To(int32(c.Measured>>6) - 1)}}
 		if c.Measured%4 == 3 {
@@ -661,8 +665,8 @@ func fuzzMigrationJob(rsvc, other *routingv1alpha1.RoutingService, f fuzzJob, i 
 		// A shard check of us-east ("smoke") for the update revision.
 		update := Revision(&rsvc.Spec)
 		j.Labels = map[string]string{LabelManagedBy: ManagedByValue, LabelComponent: ComponentShardCheck, LabelName: rsvc.Name,
-			LabelShard: "us-east", LabelCheck: "smoke", LabelRevision: update, LabelCheckWhen: string(routingv1alpha1.CheckWhenBake)}
-		j.Name = ShardCheckJobName(rsvc.Name, "us-east", "smoke", update, routingv1alpha1.CheckWhenBake)
+			LabelShard: "us-east", LabelCheck: "smoke", LabelRevision: update, LabelCheckWhen: string(routingv1alpha1.CheckWhenBake), LabelCheckAttempt: attemptLabel}
+		j.Name = ShardCheckJobName(rsvc.Name, "us-east", "smoke", update, routingv1alpha1.CheckWhenBake, int32(attempt))
 	case 1:
 		j.Labels[LabelComponent] = ComponentRouting
 	case 2:

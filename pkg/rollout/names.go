@@ -25,8 +25,11 @@ const (
 	ComponentShardCheck = "shard-check"
 	// LabelCheck is the name of the shard check a Job runs; LabelCheckWhen, when it runs (Bake,
 	// BeforeStart).
-	LabelCheck         = "schemagate.io/check"
-	LabelCheckWhen     = "schemagate.io/check-when"
+	LabelCheck     = "schemagate.io/check"
+	LabelCheckWhen = "schemagate.io/check-when"
+	// LabelCheckAttempt is the attempt of a shard check's Job: 1 for the first run of a check in
+	// a shard on a revision, one more for each retry or later return of that revision.
+	LabelCheckAttempt  = "schemagate.io/check-attempt"
 	LabelName          = "schemagate.io/name"
 	LabelShard         = "schemagate.io/shard"
 	LabelRevision      = "schemagate.io/revision"
@@ -56,16 +59,27 @@ func CheckJobName(rsvcName, version string, n int32) string {
 	return fmt.Sprintf("%s-check-%s-%d", rsvcName, shortHash(version)[:8], n)
 }
 
-// ShardCheckJobName is <routingservice>-verify-<hash of shard, check and revision>, at most 57
-// characters: one Job per shard, check and revision, deterministic so that a restarted manager
-// finds the Job instead of starting a second one.
-func ShardCheckJobName(rsvcName, shard, check, revision string, when routingv1alpha1.CheckWhen) string {
+// ShardCheckJobName is <routingservice>-verify-<hash of shard, check and revision>-<attempt>, at
+// most 40+8+10+1+4 = 63 characters (attempt at most MaxShardCheckAttempt): one Job per shard,
+// check, revision, moment and attempt, deterministic so that a restarted manager finds the Job
+// instead of starting a second one, and a new attempt (a retry, the revision applied again) never
+// reads the result of an earlier one. Attempt 0 is the name an earlier schemagate gave the only
+// attempt (no suffix); schemagate creates attempts from 1.
+func ShardCheckJobName(rsvcName, shard, check, revision string, when routingv1alpha1.CheckWhen, attempt int32) string {
 	key := []string{shard, check, revision}
 	if when != routingv1alpha1.CheckWhenBake {
 		key = append(key, string(when))
 	}
-	return fmt.Sprintf("%s-verify-%s", rsvcName, shortHash(key))
+	name := fmt.Sprintf("%s-verify-%s", rsvcName, shortHash(key))
+	if attempt > 0 {
+		name = fmt.Sprintf("%s-%d", name, attempt)
+	}
+	return name
 }
+
+// MaxShardCheckAttempt bounds the attempt of a shard check's Job, so its name stays a label value
+// (at most 63 characters).
+const MaxShardCheckAttempt = 9999
 
 func shortHash(v any) string {
 	b, err := json.Marshal(v)

@@ -86,20 +86,22 @@ func NewCheckJob(rsvc *routingv1alpha1.RoutingService, version string, n int32) 
 		c.Template, c.BackoffLimitOrDefault(), c.ActiveDeadlineSecondsOrDefault())
 }
 
-// NewShardCheckJob builds the Job of check for shard, revision and moment: its pod template with
-// schemagate's labels (component "shard-check", the shard, the revision, the check, when),
+// NewShardCheckJob builds the Job of check for shard, revision, moment and attempt (from 1): its
+// pod template with schemagate's labels (component "shard-check", the shard, the revision, the
+// check, when, the attempt),
 // SCHEMAGATE_SHARD, SCHEMAGATE_REVISION, SCHEMAGATE_SCHEMA_VERSION and SCHEMAGATE_CHECK in every
 // container, the check's backoffLimit and activeDeadlineSeconds, and a controller reference to
 // rsvc.
-func NewShardCheckJob(rsvc *routingv1alpha1.RoutingService, shard string, check routingv1alpha1.ShardCheck, revision string, when routingv1alpha1.CheckWhen) *batchv1.Job {
+func NewShardCheckJob(rsvc *routingv1alpha1.RoutingService, shard string, check routingv1alpha1.ShardCheck, revision string, when routingv1alpha1.CheckWhen, attempt int32) *batchv1.Job {
 	labels := map[string]string{
-		LabelManagedBy: ManagedByValue,
-		LabelComponent: ComponentShardCheck,
-		LabelName:      rsvc.Name,
-		LabelShard:     shard,
-		LabelRevision:  revision,
-		LabelCheck:     check.Name,
-		LabelCheckWhen: string(when),
+		LabelManagedBy:    ManagedByValue,
+		LabelComponent:    ComponentShardCheck,
+		LabelName:         rsvc.Name,
+		LabelShard:        shard,
+		LabelRevision:     revision,
+		LabelCheck:        check.Name,
+		LabelCheckWhen:    string(when),
+		LabelCheckAttempt: strconv.Itoa(int(attempt)),
 	}
 	tmpl := *check.Job.Template.DeepCopy()
 	tmpl.Labels = mergeLabels(tmpl.Labels, labels)
@@ -110,7 +112,7 @@ func NewShardCheckJob(rsvc *routingv1alpha1.RoutingService, shard string, check 
 	}
 	return &batchv1.Job{
 		ObjectMeta: metav1.ObjectMeta{
-			Name:            ShardCheckJobName(rsvc.Name, shard, check.Name, revision, when),
+			Name:            ShardCheckJobName(rsvc.Name, shard, check.Name, revision, when, attempt),
 			Namespace:       rsvc.Namespace,
 			Labels:          maps.Clone(labels),
 			OwnerReferences: []metav1.OwnerReference{controllerRef(rsvc)},

@@ -43,6 +43,7 @@ func Compute(o Observed) Plan {
 		p.pauseSteps()
 	case p.failed():
 		p.handleFailure()
+	case p.checksInvalid():
 	case p.gateOpen:
 		p.promote()
 	case p.activityReason == "":
@@ -113,8 +114,11 @@ type planner struct {
 	// retry and promote are new control annotation values to act on in this reconcile; they are
 	// set to "" once used.
 	retry, promoteToken string
-	// inconclusive says which check holds a shard as inconclusive, if one does (issue 11).
-	inconclusive string
+	// inconclusive says which check holds a shard as inconclusive, if one does (issue 11), and
+	// since when; checkConflict, which check's Job name is held by another object.
+	inconclusive      string
+	inconclusiveSince time.Time
+	checkConflict     string
 	// retryWaiting: a retry waits (for the previous attempt's pods to stop, or for spec.paused to
 	// be false); it is not yet handled.
 	retryWaiting bool
@@ -386,6 +390,7 @@ func (p *planner) retryRollout() {
 	}
 	f := p.status.Failure
 	from := f.Shard
+	p.restartChecks()
 	for i := range p.status.Shards {
 		ss := &p.status.Shards[i]
 		if ss.Name == f.Shard || (f.Reason == routingv1alpha1.ReasonAborted && ss.Step == routingv1alpha1.ShardStepRolledBack) {

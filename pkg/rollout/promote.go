@@ -75,8 +75,7 @@ func (p *planner) promote() {
 				p.promoteToken, p.inconclusive = "", ""
 				end, running = p.now, 0
 			}
-			if p.inconclusive != "" {
-				p.setActivity(routingv1alpha1.ReasonShardCheckInconclusive, p.inconclusive)
+			if running > 0 && p.checksHold() {
 				return
 			}
 			if !p.now.Before(end) && running > 0 {
@@ -143,8 +142,7 @@ func (p *planner) promote() {
 				p.event(false, EventBakeSkipped, "promote %q: shard %s starts with %d pre-checks still running or inconclusive", p.promoteToken, shard.Name, running)
 				p.promoteToken, p.inconclusive, running = "", "", 0
 			}
-			if p.inconclusive != "" && running > 0 {
-				p.setActivity(routingv1alpha1.ReasonShardCheckInconclusive, p.inconclusive)
+			if running > 0 && p.checksHold() {
 				return
 			}
 			if running > 0 {

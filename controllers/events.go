@@ -1,0 +1,48 @@
+package controllers
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"strings"
+	"unicode/utf8"
+)
+
+// maxEventNote is the API server's limit on an Event's note (events.k8s.io/v1), in bytes: a
+// longer one is refused and the Event is lost.
+const maxEventNote = 1024
+
+// eventElision marks where eventNote cut a note.
+const eventElision = " […] "
+
+// eventNote makes an Event's note fit the API's limit: valid UTF-8 (invalid bytes become
+// U+FFFD) and at most maxEventNote bytes. A longer note keeps its first three quarters and its
+// end, cut on rune boundaries: a message that quotes a 4 KiB termination message keeps what failed
+// and the last words of the error.
+func eventNote(s string) string {
+	s = strings.ToValidUTF8(s, "\uFFFD")
+	if len(s) <= maxEventNote {
+		return s
+	}
+	room := maxEventNote - len(eventElision)
+	head, tail := room*3/4, room-room*3/4
+	h := s[:head]
+	for len(h) > 0 && !utf8.RuneStart(s[len(h)]) {
+		h = h[:len(h)-1]
+	}
+	t := s[len(s)-tail:]
+	for len(t) > 0 && !utf8.RuneStart(t[0]) {
+		t = t[1:]
+	}
+	return h + eventElision + t
+}
+
+// eventAction is the action of an Event the planner reports: "Reconcile" and a hash of its
+// reason and note. client-go's recorder folds Events with the same regarding object, type,
+// reason and action into one series for six minutes and keeps only the first note, so with one
+// action for all, the second of two checks that passed in one reconcile (or the second shard
+// promoted within six minutes) was never recorded. One action per fact gives one Event per fact;
+// the same fact repeated still becomes a series.
+func eventAction(reason, note string) string {
+	sum := sha256.Sum256([]byte(reason + "\x00" + note))
+	return "Reconcile-" + hex.EncodeToString(sum[:5])
+}
