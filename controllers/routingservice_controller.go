@@ -77,7 +77,7 @@ func (r *RoutingServiceReconciler) Reconcile(ctx context.Context, req ctrl.Reque
 	if !rsvc.DeletionTimestamp.IsZero() {
 		return ctrl.Result{}, nil
 	}
-	if r.written.stale(req.NamespacedName, rsvc.ResourceVersion) {
+	if r.written.stale(req.NamespacedName, rsvc.ResourceVersion, r.Clock.Now()) {
 		// The cache has not yet seen this manager's last status write; its watch event will start
 		// the next reconcile. The requeue is only a fallback.
 		return ctrl.Result{RequeueAfter: staleCacheRecheck}, nil
