@@ -25,6 +25,9 @@ type Observed struct {
 	// Conflicts are objects holding names the planner asked for that the RoutingService does not
 	// control, found by the reconciler after a create failed with AlreadyExists (S-21).
 	Conflicts []Conflict
+	// Refusals are writes the API server refused in this reconcile (refusals.go): the reconciler
+	// computes the plan again with them, and that plan's status says so.
+	Refusals []Refusal
 	// Measurements are the http and prometheus check measurements the reconciler took for the
 	// requests of a first Compute (Plan.Measurements); a second Compute records them in status.
 	Measurements []TakenMeasurement

@@ -54,6 +54,7 @@ func Compute(o Observed) Plan {
 		p.markStable()
 		p.cleanup()
 	}
+	p.reportRefusals()
 	p.summarize()
 	if p.retry != "" && !p.retryWaiting {
 		p.event(false, EventRetryIgnored, "retry %q: no failed migration or shard to retry; nothing changed", p.retry)
@@ -173,6 +174,7 @@ func newPlanner(o Observed) *planner {
 		})
 	}
 	p.matchTemplates()
+	p.holdRefusedBudgets()
 	p.jobs = ownedJobs(rsvc, o.Jobs, ComponentMigration)
 	p.checks = ownedJobs(rsvc, o.Jobs, ComponentCheck)
 	p.pods = o.Pods
