@@ -79,6 +79,10 @@ const (
 	DeleteJob ActionKind = "DeleteJob"
 	// AdoptReplicaSet adds a controller reference to an orphaned ReplicaSet (S-20).
 	AdoptReplicaSet ActionKind = "AdoptReplicaSet"
+	// AdoptJob adds HistoryRef, an owner reference that is not a controller reference, to an
+	// orphaned Job of this RoutingService (ownership.go): it goes with the RoutingService and is
+	// never evidence.
+	AdoptJob ActionKind = "AdoptJob"
 	// MarkServed sets a ReplicaSet's schemagate.io/served-order annotation to Order: its revision
 	// serves the shard alone and fully, later than any other ReplicaSet of the shard did. Rollbacks return a shard to the ReplicaSet that served
 	// it last, and the annotation keeps that fact in the cluster, so a lost status write cannot
@@ -110,7 +114,7 @@ type Action struct {
 
 func (a Action) String() string {
 	switch a.Kind {
-	case CreateJob, SuspendJob, DeleteJob:
+	case CreateJob, SuspendJob, DeleteJob, AdoptJob:
 		return fmt.Sprintf("%s %s: %s", a.Kind, a.Job.Name, a.Note)
 	case ScaleReplicaSet:
 		return fmt.Sprintf("%s %s %d→%d: %s", a.Kind, a.ReplicaSet.Name, replicasOf(a.ReplicaSet), a.Replicas, a.Note)

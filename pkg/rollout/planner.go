@@ -174,6 +174,7 @@ func newPlanner(o Observed) *planner {
 		})
 	}
 	p.matchTemplates()
+	p.adoptJobs()
 	p.holdRefusedBudgets()
 	p.jobs = ownedJobs(rsvc, o.Jobs, ComponentMigration)
 	p.checks = ownedJobs(rsvc, o.Jobs, ComponentCheck)

@@ -161,6 +161,8 @@ func (w *world) reconcile() Plan {
 			w.deleteJob(a.Job.Name)
 		case AdoptReplicaSet:
 			w.rss[a.ReplicaSet.Name].OwnerReferences = append(w.rss[a.ReplicaSet.Name].OwnerReferences, ControllerRef(w.rsvc))
+		case AdoptJob:
+			w.jobs[a.Job.Name].OwnerReferences = append(w.jobs[a.Job.Name].OwnerReferences, HistoryRef(w.rsvc))
 		case MarkServed:
 			SetServedOrder(w.rss[a.ReplicaSet.Name], a.Order)
 		}
