@@ -66,4 +66,3 @@ func TestOrphanedJobsAreAdoptedAsHistoryOnly(t *testing.T) {
 		}
 	}
 }
-
