@@ -53,6 +53,11 @@ func (r *RoutingServiceReconciler) apply(ctx context.Context, rsvc *routingv1alp
 			adopted := a.ReplicaSet.DeepCopy()
 			adopted.OwnerReferences = append(adopted.OwnerReferences, rollout.ControllerRef(rsvc))
 			err = r.Patch(ctx, adopted, patch)
+		case rollout.AdoptJob:
+			patch := client.MergeFromWithOptions(a.Job.DeepCopy(), client.MergeFromWithOptimisticLock{})
+			adopted := a.Job.DeepCopy()
+			adopted.OwnerReferences = append(adopted.OwnerReferences, rollout.HistoryRef(rsvc))
+			err = r.Patch(ctx, adopted, patch)
 		case rollout.MarkServed:
 			patch := client.MergeFromWithOptions(a.ReplicaSet.DeepCopy(), client.MergeFromWithOptimisticLock{})
 			marked := a.ReplicaSet.DeepCopy()

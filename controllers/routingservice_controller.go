@@ -46,14 +46,16 @@ type RoutingServiceReconciler struct {
 	measurerOnce sync.Once
 	pending      pendingMeasurements
 	written      writtenVersions
+	// budgetConflicts remembers the budget names held by others, for one Event per holder.
+	budgetConflicts budgetConflictMemo
 }
 
 // +kubebuilder:rbac:groups=routing.schemagate.io,resources=routingservices,verbs=get;list;watch
-// +kubebuilder:rbac:groups=routing.schemagate.io,resources=routingservices/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=routing.schemagate.io,resources=routingservices/status,verbs=update
 // +kubebuilder:rbac:groups=routing.schemagate.io,resources=routingservices/finalizers,verbs=update
-// +kubebuilder:rbac:groups=apps,resources=replicasets,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups=apps,resources=replicasets,verbs=get;list;watch;create;patch;delete
 // +kubebuilder:rbac:groups=batch,resources=jobs,verbs=get;list;watch;create;patch;delete
-// +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch
+// +kubebuilder:rbac:groups="",resources=pods,verbs=list;watch
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 
 // Reconcile is the skeleton every reconcile follows: get the RoutingService (gone → nothing to do;
@@ -71,13 +73,14 @@ func (r *RoutingServiceReconciler) Reconcile(ctx context.Context, req ctrl.Reque
 			forgetMetrics(req.Namespace, req.Name)
 			r.pending.forget(req.NamespacedName)
 			r.written.forget(req.NamespacedName)
+			r.budgetConflicts.forget(req.NamespacedName)
 		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	if !rsvc.DeletionTimestamp.IsZero() {
 		return ctrl.Result{}, nil
 	}
-	if r.written.stale(req.NamespacedName, rsvc.ResourceVersion) {
+	if r.written.stale(req.NamespacedName, rsvc.ResourceVersion, r.Clock.Now()) {
 		// The cache has not yet seen this manager's last status write; its watch event will start
 		// the next reconcile. The requeue is only a fallback.
 		return ctrl.Result{RequeueAfter: staleCacheRecheck}, nil
@@ -96,10 +99,26 @@ func (r *RoutingServiceReconciler) Reconcile(ctx context.Context, req ctrl.Reque
 		plan = rollout.Compute(observed)
 	}
 
-	if err := r.syncDisruptionBudgets(ctx, rsvc); err != nil {
+	refusals, err := r.syncDisruptionBudgets(ctx, rsvc)
+	if err != nil {
 		return ctrl.Result{}, err
 	}
+	if len(refusals) > 0 {
+		// A budget the API server refused holds that shard's rolling steps, and nothing else: the
+		// plan is decided again knowing it.
+		observed.Refusals = refusals
+		plan = rollout.Compute(observed)
+	}
 	applyErr := r.apply(ctx, rsvc, plan.Actions)
+	if refusal, ok := refusalOf(applyErr); ok {
+		// S-31: the API server refused an action (invalid, forbidden, over quota). The actions
+		// after it are not applied (each depends on the ones before), and the status says why,
+		// with the deadlines this plan started: nothing is left only in the log.
+		log.Info("the API server refused a write", "verb", refusal.Verb, "kind", refusal.Kind, "name", refusal.Name, "error", applyErr.Error())
+		observed.Refusals = append(observed.Refusals, refusal)
+		plan = rollout.Compute(observed)
+		plan.Actions, applyErr = nil, nil
+	}
 	if conflict, ok := r.conflictOf(ctx, rsvc, applyErr); ok {
 		// S-21: the name is held by an object this RoutingService does not control. Decide again
 		// knowing it; that plan's status says so (NameConflict) and its actions wait for the

@@ -18,7 +18,8 @@ import (
 // retried on the fresh object, so no status is ever computed for one version and written onto another.
 //
 // A successful write is remembered (writtenVersions), so that reconciles on the cache's copy from
-// before it are skipped until the cache has it.
+// before it are skipped until the cache has it, unless the server stored nothing new (it answered
+// with the resourceVersion the write replaced).
 func (r *RoutingServiceReconciler) writeStatus(ctx context.Context, key types.NamespacedName, rsvc *routingv1alpha1.RoutingService, status routingv1alpha1.RoutingServiceStatus) error {
 	if equality.Semantic.DeepEqual(rsvc.Status, status) {
 		return nil
@@ -28,7 +29,7 @@ func (r *RoutingServiceReconciler) writeStatus(ctx context.Context, key types.Na
 	if err := r.Status().Update(ctx, updated); err != nil {
 		return err
 	}
-	r.written.wrote(key, rsvc.ResourceVersion)
+	r.written.wrote(key, rsvc.ResourceVersion, updated.ResourceVersion, r.Clock.Now())
 	return nil
 }
 

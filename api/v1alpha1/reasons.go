@@ -56,3 +56,13 @@ const (
 	// no shard starts or steps the update revision until the spec is fixed.
 	ReasonInvalidCheck = "InvalidCheck"
 )
+
+// Condition and Event reasons of writes the API server refused.
+const (
+	// ReasonWriteRefused: the API server refused a create, patch or delete schemagate needs (an
+	// invalid pod template field the CRD cannot check, an admission policy, a ResourceQuota, a
+	// PodDisruptionBudget that cannot be created). Stalled=True quotes the server's message
+	// (bounded); the write is tried again on every reconcile, progress deadlines keep running, and
+	// nothing already serving is changed because of it.
+	ReasonWriteRefused = "WriteRefused"
+)

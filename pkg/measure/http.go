@@ -18,14 +18,6 @@ import (
 	routingv1alpha1 "github.com/schemagate/schemagate/api/v1alpha1"
 )
 
-func (t *Taker) client() *http.Client {
-	tr := t.Transport
-	if tr == nil {
-		tr = http.DefaultTransport.(*http.Transport).Clone()
-	}
-	return &http.Client{Transport: tr}
-}
-
 // http sends the check's GET and judges the answer: Successful when the status code is expected
 // (default 200) and the JSON condition, if any, holds; Failed otherwise; Error when no answer
 // came (refused, reset, timeout).
@@ -54,7 +46,7 @@ func (t *Taker) http(ctx context.Context, c *routingv1alpha1.HTTPCheck, vars map
 		}
 		req.Header.Set(h.Name, v)
 	}
-	resp, err := t.client().Do(req)
+	resp, err := t.httpClient().Do(req)
 	if err != nil {
 		if errors.Is(err, context.DeadlineExceeded) || errors.Is(ctx.Err(), context.DeadlineExceeded) {
 			return errorf("GET %s: no answer within timeoutSeconds", u.Redacted())
@@ -62,8 +54,9 @@ func (t *Taker) http(ctx context.Context, c *routingv1alpha1.HTTPCheck, vars map
 		return errorf("GET %s: %v", u.Redacted(), unwrapURL(err))
 	}
 	defer resp.Body.Close()
-	body, err := io.ReadAll(io.LimitReader(resp.Body, MaxBody))
-	if err != nil {
+	body, err := io.ReadAll(resp.Body)
+	tooLarge := errors.Is(err, errBodyTooLarge)
+	if err != nil && !tooLarge {
 		return errorf("GET %s: reading the body: %v", u.Redacted(), unwrapURL(err))
 	}
 	code := strconv.Itoa(resp.StatusCode)
@@ -76,6 +69,9 @@ func (t *Taker) http(ctx context.Context, c *routingv1alpha1.HTTPCheck, vars map
 	}
 	if jp == nil {
 		return result{phase: routingv1alpha1.MeasurementSuccessful, value: code}
+	}
+	if tooLarge {
+		return result{phase: routingv1alpha1.MeasurementFailed, value: code, message: fmt.Sprintf("json.path %s: %v", c.JSON.Path, errBodyTooLarge)}
 	}
 	got, err := jsonField(jp, body)
 	if err != nil {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
+	"sync"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -25,6 +26,8 @@ type Taker struct {
 	Now func() time.Time
 
 	conditions conditionCache
+	clientOnce sync.Once
+	shared     *http.Client
 }
 
 // Take takes one measurement. It returns within the check's timeoutSeconds (plus the time to

@@ -35,7 +35,7 @@ func (t *Taker) prometheus(ctx context.Context, c *routingv1alpha1.PrometheusChe
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return fatal("address %q is not an http or https URL", c.Address)
 	}
-	client, err := api.NewClient(api.Config{Address: c.Address, RoundTripper: t.Transport})
+	client, err := api.NewClient(api.Config{Address: c.Address, Client: t.httpClient()})
 	if err != nil {
 		return fatal("address %s: %v", u.Redacted(), err)
 	}

@@ -25,6 +25,9 @@ type Observed struct {
 	// Conflicts are objects holding names the planner asked for that the RoutingService does not
 	// control, found by the reconciler after a create failed with AlreadyExists (S-21).
 	Conflicts []Conflict
+	// Refusals are writes the API server refused in this reconcile (refusals.go): the reconciler
+	// computes the plan again with them, and that plan's status says so.
+	Refusals []Refusal
 	// Measurements are the http and prometheus check measurements the reconciler took for the
 	// requests of a first Compute (Plan.Measurements); a second Compute records them in status.
 	Measurements []TakenMeasurement
@@ -76,6 +79,10 @@ const (
 	DeleteJob ActionKind = "DeleteJob"
 	// AdoptReplicaSet adds a controller reference to an orphaned ReplicaSet (S-20).
 	AdoptReplicaSet ActionKind = "AdoptReplicaSet"
+	// AdoptJob adds HistoryRef, an owner reference that is not a controller reference, to an
+	// orphaned Job of this RoutingService (ownership.go): it goes with the RoutingService and is
+	// never evidence.
+	AdoptJob ActionKind = "AdoptJob"
 	// MarkServed sets a ReplicaSet's schemagate.io/served-order annotation to Order: its revision
 	// serves the shard alone and fully, later than any other ReplicaSet of the shard did. Rollbacks return a shard to the ReplicaSet that served
 	// it last, and the annotation keeps that fact in the cluster, so a lost status write cannot
@@ -114,7 +121,7 @@ type Action struct {
 
 func (a Action) String() string {
 	switch a.Kind {
-	case CreateJob, SuspendJob, DeleteJob:
+	case CreateJob, SuspendJob, DeleteJob, AdoptJob:
 		return fmt.Sprintf("%s %s: %s", a.Kind, a.Job.Name, a.Note)
 	case ScaleReplicaSet:
 		return fmt.Sprintf("%s %s %d→%d: %s", a.Kind, a.ReplicaSet.Name, replicasOf(a.ReplicaSet), a.Replicas, a.Note)

@@ -55,6 +55,7 @@ func Compute(o Observed) Plan {
 		p.markStable()
 		p.cleanup()
 	}
+	p.reportRefusals()
 	p.summarize()
 	if p.retry != "" && !p.retryWaiting {
 		p.event(false, EventRetryIgnored, "retry %q: no failed migration or shard to retry; nothing changed", p.retry)
@@ -183,6 +184,8 @@ func newPlanner(o Observed) *planner {
 		})
 	}
 	p.matchTemplates()
+	p.adoptJobs()
+	p.holdRefusedBudgets()
 	p.jobs = ownedJobs(rsvc, o.Jobs, ComponentMigration)
 	p.checks = ownedJobs(rsvc, o.Jobs, ComponentCheck)
 	p.pods = o.Pods

@@ -79,6 +79,12 @@ type world struct {
 	// reconciler does; measured logs each request.
 	measure  func(MeasurementRequest) TakenMeasurement
 	measured []MeasurementRequest
+	// refusals are handed to the planner on every reconcile (budgets the API server refused);
+	// refuse, when it returns a refusal for an action, plays the API server refusing it: the
+	// actions after it are not applied and the plan is computed again knowing it, as the
+	// reconciler does (refusals.go).
+	refusals []Refusal
+	refuse   func(Action) *Refusal
 }
 
 func newWorld(t *testing.T) *world {
@@ -87,7 +93,7 @@ func newWorld(t *testing.T) *world {
 }
 
 func (w *world) observed() Observed {
-	o := Observed{RoutingService: w.rsvc.DeepCopy(), Now: w.now, Conflicts: w.conflicts}
+	o := Observed{RoutingService: w.rsvc.DeepCopy(), Now: w.now, Conflicts: w.conflicts, Refusals: w.refusals}
 	for _, rs := range w.rss {
 		o.ReplicaSets = append(o.ReplicaSets, rs.DeepCopy())
 	}
@@ -115,6 +121,18 @@ func (w *world) reconcile() Plan {
 		plan = Compute(o)
 		if len(plan.Measurements) > 0 {
 			w.t.Fatalf("the planner asks again for measurements it was given: %+v", plan.Measurements)
+		}
+	}
+	for i, a := range plan.Actions {
+		if w.refuse == nil {
+			break
+		}
+		if r := w.refuse(a); r != nil {
+			applied := plan.Actions[:i]
+			o.Refusals = append(o.Refusals, *r)
+			plan = Compute(o)
+			plan.Actions = applied
+			break
 		}
 	}
 	for _, a := range plan.Actions {
@@ -160,6 +178,8 @@ func (w *world) apply(a Action) {
 		w.deleteJob(a.Job.Name)
 	case AdoptReplicaSet:
 		w.rss[a.ReplicaSet.Name].OwnerReferences = append(w.rss[a.ReplicaSet.Name].OwnerReferences, ControllerRef(w.rsvc))
+	case AdoptJob:
+		w.jobs[a.Job.Name].OwnerReferences = append(w.jobs[a.Job.Name].OwnerReferences, HistoryRef(w.rsvc))
 	case MarkServed:
 		SetServedOrder(w.rss[a.ReplicaSet.Name], a.Order)
 	case RecordControls:

@@ -73,9 +73,10 @@ func rv(t *testing.T, o metav1.Object) int64 {
 }
 
 // A shard's budget exists before any of its ReplicaSets: while the API server refuses budgets (a
-// ResourceQuota of 0 for them), no ReplicaSet and no Job is created at all; once budgets are
-// allowed, every shard's budget is created before its first ReplicaSet, with the shape
-// (selector, owner, labels) the disruption controller and the garbage collector need.
+// ResourceQuota of 0 for them), no ReplicaSet is created, and status says why (Stalled=True,
+// WriteRefused, quoting the quota's refusal; the migration, which no budget protects, may run);
+// once budgets are allowed, every shard's budget is created before its first ReplicaSet, with the
+// shape (selector, owner, labels) the disruption controller and the garbage collector need.
 func TestPDBExistsBeforeAnyReplicaSet(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -96,11 +97,21 @@ func TestPDBExistsBeforeAnyReplicaSet(t *testing.T) {
 	if err := k8s.Create(ctx, story.Fixture(ns)); err != nil {
 		t.Fatal(err)
 	}
-	story.Consistently(t, 3*time.Second, "nothing before the budgets", func() error {
-		if rss, jobs, pdbs := len(kit.ReplicaSets(t, ns)), len(kit.Jobs(t, ns)), len(budgets(t, ns)); rss+jobs+pdbs != 0 {
-			return fmt.Errorf("%d ReplicaSets, %d Jobs, %d budgets while budgets are refused", rss, jobs, pdbs)
+	refused := func() error {
+		if err := kit.HasCondition(t, ns, routingv1alpha1.ConditionStalled, metav1.ConditionTrue, routingv1alpha1.ReasonWriteRefused)(); err != nil {
+			return err
+		}
+		if c := story.Condition(kit.Get(t, ns), routingv1alpha1.ConditionStalled); !strings.Contains(c.Message, "exceeded quota: no-budgets") {
+			return fmt.Errorf("the condition does not quote the server: %q", c.Message)
 		}
 		return nil
+	}
+	story.Eventually(t, 10*time.Second, "the refused budgets are in status", refused)
+	story.Consistently(t, 3*time.Second, "no ReplicaSet before the budgets", func() error {
+		if rss, pdbs := len(kit.ReplicaSets(t, ns)), len(budgets(t, ns)); rss+pdbs != 0 {
+			return fmt.Errorf("%d ReplicaSets, %d budgets while budgets are refused", rss, pdbs)
+		}
+		return refused()
 	})
 	if err := k8s.Delete(ctx, quota); err != nil {
 		t.Fatal(err)

@@ -1,0 +1,120 @@
+package integration
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	routingv1alpha1 "github.com/schemagate/schemagate/api/v1alpha1"
+	"github.com/schemagate/schemagate/test/story"
+)
+
+// orphan does to every object of ns owned by uid what the garbage collector does for a delete
+// with --cascade=orphan (envtest runs no garbage collector): it removes the owner references to
+// uid.
+func orphan(t *testing.T, ns string, uid string) {
+	t.Helper()
+	ctx := context.Background()
+	var objs []client.Object
+	for _, rs := range kit.ReplicaSets(t, ns) {
+		objs = append(objs, rs.DeepCopy())
+	}
+	for _, j := range kit.Jobs(t, ns) {
+		objs = append(objs, j.DeepCopy())
+	}
+	for _, p := range budgets(t, ns) {
+		objs = append(objs, p.DeepCopy())
+	}
+	for _, o := range objs {
+		var kept []metav1.OwnerReference
+		for _, ref := range o.GetOwnerReferences() {
+			if string(ref.UID) != uid {
+				kept = append(kept, ref)
+			}
+		}
+		patch := client.MergeFrom(o.DeepCopyObject().(client.Object))
+		o.SetOwnerReferences(kept)
+		if err := k8s.Patch(ctx, o, patch); err != nil {
+			t.Fatalf("orphaning %s: %v", o.GetName(), err)
+		}
+	}
+}
+
+// Item: orphans leak. rs-a is deleted with its dependents orphaned and applied again: every
+// ReplicaSet, Job and PodDisruptionBudget that is provably its own is adopted, so that it goes
+// with the new object (the garbage collector follows owner references; envtest runs none, so the
+// references are what is checked): ReplicaSets and budgets with a controller reference, Jobs with
+// an owner reference that is not one (history, never evidence). The shards are never left without
+// a budget of their own, and after an update the new Job and ReplicaSets are owned as usual.
+func TestOrphansAreAdoptedAndGoWithTheRoutingService(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	ns := steadyV1(t)
+	story.Eventually(t, 10*time.Second, "one budget per shard", budgetsAre(t, ns,
+		map[string]string{"rs-a-us-east": "1", "rs-a-eu-west": "1", "rs-a-ap-south": "1"}))
+	old := kit.Get(t, ns)
+	if err := k8s.Delete(ctx, old); err != nil {
+		t.Fatal(err)
+	}
+	story.Eventually(t, 10*time.Second, "rs-a is gone", func() error {
+		err := k8s.Get(ctx, client.ObjectKeyFromObject(old), &routingv1alpha1.RoutingService{})
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		return fmt.Errorf("still there: %v", err)
+	})
+	orphan(t, ns, string(old.UID))
+
+	if err := k8s.Create(ctx, story.Fixture(ns)); err != nil {
+		t.Fatal(err)
+	}
+	owned := func() error {
+		rsvc := kit.Get(t, ns)
+		for _, rs := range kit.ReplicaSets(t, ns) {
+			if !metav1.IsControlledBy(&rs, rsvc) {
+				return fmt.Errorf("ReplicaSet %s: owners %v", rs.Name, rs.OwnerReferences)
+			}
+		}
+		for _, j := range kit.Jobs(t, ns) {
+			if !ownedBy(j.OwnerReferences, rsvc) {
+				return fmt.Errorf("Job %s: owners %v", j.Name, j.OwnerReferences)
+			}
+		}
+		pdbs := budgets(t, ns)
+		if len(pdbs) != 3 {
+			return fmt.Errorf("%d budgets, want 3", len(pdbs))
+		}
+		for _, p := range pdbs {
+			if !metav1.IsControlledBy(&p, rsvc) {
+				return fmt.Errorf("budget %s: owners %v", p.Name, p.OwnerReferences)
+			}
+		}
+		return nil
+	}
+	story.Eventually(t, 20*time.Second, "every orphan adopted", owned)
+	rsvc := kit.Get(t, ns)
+	for _, j := range kit.Jobs(t, ns) {
+		if metav1.IsControlledBy(&j, rsvc) {
+			t.Errorf("the earlier migration Job %s must be history, not controlled (never evidence): %v", j.Name, j.OwnerReferences)
+		}
+	}
+
+	kit.Update(t, ns, story.ToV2("app:v2", "migrate:ok"))
+	kit.WaitReady(t, ns, 90*time.Second)
+	story.Eventually(t, 20*time.Second, "everything still owned after the update", owned)
+}
+
+// ownedBy reports whether refs has a reference, controller or not, to rsvc.
+func ownedBy(refs []metav1.OwnerReference, rsvc *routingv1alpha1.RoutingService) bool {
+	for _, ref := range refs {
+		if ref.UID == rsvc.UID {
+			return true
+		}
+	}
+	return false
+}
