@@ -224,3 +224,13 @@ func (p *planner) recordEvidence(ev *reading) {
 		}
 	}
 }
+
+// confirmedNow is the version the evidence in the cluster confirms now: the latest usable reading,
+// when it is not dirty ("" otherwise). The gate and mayRun read it, never status.schema, which
+// may keep reporting a confirmation whose Job has since been deleted (keepConfirmedRecord).
+func (p *planner) confirmedNow() string {
+	if ev := evidence(p.readings); ev != nil && !ev.dirty {
+		return ev.version
+	}
+	return ""
+}

@@ -193,7 +193,9 @@ func checkFuzzPlan(t *testing.T, which string, o Observed, plan Plan) {
 		!schemaversion.AtLeast(confirmed, rsvc.Spec.Schema.Version) && conditionStatus(rsvc.Status, routingv1alpha1.ConditionSchemaReady) != metav1.ConditionTrue {
 		t.Fatalf("%s: SchemaReady=True (%s) but schema %q is not confirmed by a migration Job (confirmed %q)", which, c.Message, rsvc.Spec.Schema.Version, confirmed)
 	}
-	if v := st.Schema.ConfirmedVersion; v != "" && !schemaversion.AtLeast(confirmed, v) {
+	// A confirmation whose Job has since been deleted is still reported (the stored one, never a
+	// higher one); the I1 checks above show the gate does not read it.
+	if v := st.Schema.ConfirmedVersion; v != "" && !schemaversion.AtLeast(confirmed, v) && v != rsvc.Status.Schema.ConfirmedVersion {
 		t.Fatalf("%s: status.schema.confirmedVersion %q, but migration Jobs confirm %q", which, v, confirmed)
 	}
 	if st.ObservedGeneration != rsvc.Generation {

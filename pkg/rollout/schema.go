@@ -114,6 +114,7 @@ func (p *planner) schemaGate() bool {
 	required := p.rsvc.Spec.Schema.Version
 	st := &p.status.Schema
 	st.RequiredVersion = required
+	st.StartTime, st.CompletionTime = notAfter(st.StartTime, p.now), notAfter(st.CompletionTime, p.now)
 
 	p.readings = p.readJobs()
 	ev := evidence(p.readings)
@@ -136,12 +137,13 @@ func (p *planner) schemaGate() bool {
 		p.awaitingCheck = required
 	}
 	if ev.confirms(required) && p.awaitingCheck == "" {
-		if latest == nil {
-			// Confirmed by a Job of a higher version (expand-only migrations), or by a check.
-			st.MigrationJob, st.Attempt, st.StartTime, st.CompletionTime = ev.oj.job.Name, 0, nil, nil
-			if !ev.oj.check {
-				st.Attempt = ev.oj.attempt
-			}
+		switch {
+		case latest == nil && ev.oj.check:
+			// Confirmed by a check: status keeps naming the migration attempt that ran.
+			p.keepMigrationRecord(ev)
+		case latest == nil:
+			// Confirmed by a Job of a higher version (expand-only migrations).
+			p.recordJob(ev.oj)
 		}
 		if old := p.oldCondition(routingv1alpha1.ConditionSchemaReady); old == nil || old.Status != metav1.ConditionTrue {
 			p.event(false, EventSchemaConfirmed, "schema %s confirmed (%s): the gate is open for revision %s", confirmed, ev.describe(), p.update)
@@ -160,7 +162,7 @@ func (p *planner) schemaGate() bool {
 	switch other := p.otherLiveMigration(required); {
 	case other != nil && (latest == nil || ended || !live(latest.job)):
 		p.waitForMigration(other, required, confirmed)
-	case latest == nil && p.failedJobGone(required):
+	case p.failedJobGone(required, latest):
 		p.afterVanishedAttempt(paused)
 	case check != nil && checkDecides(check, latest):
 		p.afterCheck(check, latest, paused)
@@ -258,6 +260,10 @@ func (p *planner) attemptFailure(oj *ownedJob) (string, string) {
 	required := p.rsvc.Spec.Schema.Version
 	retry := fmt.Sprintf("annotate %s to run attempt %d", routingv1alpha1.AnnotationRetry, oj.attempt+1)
 	own := readingOf(p.readings, oj)
+	if reason, ok := p.storedEnd(oj.job.Name); ok && reportReasons[reason] && (own == nil || own.gone) && !p.hasPods(oj) {
+		// Its report was read, then its pods were deleted: what it said stays the reason.
+		return reason, p.endedMessage(oj.job.Name, oj.attempt, reason, "its pods, and the report with them, were deleted")
+	}
 	if jobCondition(oj.job, batchv1.JobComplete) != nil {
 		ev := evidence(p.readings)
 		switch {
@@ -426,6 +432,16 @@ func orNone(v string) string {
 	return v
 }
 
+// hasPods reports whether any pod controlled by oj's Job is observed.
+func (p *planner) hasPods(oj *ownedJob) bool {
+	for _, pod := range p.pods {
+		if pod != nil && metav1.IsControlledBy(pod, oj.job) {
+			return true
+		}
+	}
+	return false
+}
+
 // podCause says, from the pods of a migration Job, why it is stuck or failed, as the pods report
 // it: a container waiting (ImagePullBackOff, ErrImagePull, CreateContainerConfigError, …), a
 // container that exited non-zero, or a pod the scheduler cannot place. It returns "" when the pods
@@ -549,15 +565,21 @@ func podPhase(pod *corev1.Pod) string {
 	return strings.ToLower(string(pod.Status.Phase))
 }
 
-// failedJobGone reports whether the stored status says the latest attempt for required failed (or
-// ran past its deadline) and that attempt's Job is gone (a ttlSecondsAfterFinished, a person).
-// Status is untrusted, but here it only holds back: believing it can never start a migration or
-// open the gate, and not believing it would re-run a failed migration in a loop under a TTL policy.
-func (p *planner) failedJobGone(required string) bool {
-	old := p.oldCondition(routingv1alpha1.ConditionSchemaReady)
+// failedJobGone reports whether the stored status says the latest attempt for required ended
+// without confirming it (failed, past its deadline, dirty, below the version, or with a report
+// that cannot be used: attemptEndReasons) and that attempt's Job is gone (a
+// ttlSecondsAfterFinished, a person), with no later attempt in the cluster. Status is untrusted,
+// but here it only holds back: believing it can never start a migration or open the gate, and
+// not believing it would re-run a failed migration in a loop under a TTL policy, or call a report
+// that was read "never read". A report reason that a check Job may have given is left to the
+// check (or a new one), which asks the database again.
+func (p *planner) failedJobGone(required string, latest *ownedJob) bool {
 	prev := p.rsvc.Status.Schema
-	if old == nil || (old.Reason != routingv1alpha1.ReasonMigrationFailed && old.Reason != routingv1alpha1.ReasonMigrationDeadline) ||
-		!schemaversion.Equal(prev.RequiredVersion, required) || prev.Attempt < 1 || prev.MigrationJob == "" {
+	reason, ok := p.storedEnd(prev.MigrationJob)
+	if !ok || (latest != nil && latest.attempt >= prev.Attempt) {
+		return false
+	}
+	if reportReasons[reason] && (prev.CheckJob != "" || p.latestCheck(required) != nil) {
 		return false
 	}
 	for _, j := range p.observed.Jobs {
@@ -568,14 +590,17 @@ func (p *planner) failedJobGone(required string) bool {
 	return true
 }
 
-// afterVanishedAttempt handles a failed attempt whose Job is gone: still Stalled, and attempt n+1
-// only on a retry annotation (its template can no longer be compared).
+// afterVanishedAttempt handles an attempt that ended without confirming the version and whose Job
+// is gone: still Stalled with the reason it had, and attempt n+1 only on a retry annotation (its
+// template can no longer be compared).
 func (p *planner) afterVanishedAttempt(paused bool) {
 	old := p.oldCondition(routingv1alpha1.ConditionSchemaReady)
 	prev := p.rsvc.Status.Schema
 	required := p.rsvc.Spec.Schema.Version
-	msg := fmt.Sprintf("migration Job %s (attempt %d) to schema %s did not succeed and has since been deleted; it is not run again automatically (annotate %s to run attempt %d); revision %s does not start",
-		prev.MigrationJob, prev.Attempt, required, routingv1alpha1.AnnotationRetry, prev.Attempt+1, p.update)
+	msg := p.endedMessage(prev.MigrationJob, prev.Attempt, old.Reason, "the Job has been deleted")
+	// Status keeps naming the attempt that ran, not an earlier one still in the cluster.
+	stored, st := p.storedSchema(), &p.status.Schema
+	st.MigrationJob, st.Attempt, st.StartTime, st.CompletionTime = stored.MigrationJob, stored.Attempt, stored.StartTime, stored.CompletionTime
 	switch {
 	case p.retry == "":
 		p.failSchema(old.Reason, msg)
