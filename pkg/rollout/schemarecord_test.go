@@ -148,7 +148,9 @@ func TestConfirmingJobDeletedStatusStillSaysWhatConfirmed(t *testing.T) {
 		job := MigrationJobName("rs-a", "2", 1)
 		w.deleteJob(job)
 		check := CheckJobName("rs-a", "2", 1)
-		w.run(60, func() bool { return w.rsvc.Status.Schema.ConfirmedBy == check && w.isTrue(routingv1alpha1.ConditionReady) })
+		w.run(60, func() bool {
+			return w.rsvc.Status.Schema.ConfirmedBy == check && w.isTrue(routingv1alpha1.ConditionReady)
+		})
 		if st := w.rsvc.Status.Schema; st.ConfirmedVersion != "2" || st.CheckJob != check || st.MigrationJob != job || st.Attempt != 1 {
 			t.Fatalf("status.schema = %+v: want the check as confirmedBy and checkJob, attempt 1 as migrationJob", st)
 		}
