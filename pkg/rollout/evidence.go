@@ -36,6 +36,10 @@ type reading struct {
 	// gone: the Job succeeded but its pods are gone (deleted, garbage-collected), so there is no
 	// report left to read. It is treated as evidence that disappeared (S-23), not as a defect.
 	gone bool
+	// late: a migration Job that succeeded after schemagate's deadline had passed (deadlineAt).
+	// Such a success never opens the gate (a dirty report still closes it): the attempt stays
+	// MigrationDeadlineExceeded and a retry runs the next one.
+	late bool
 	// pending: the Job finished but the cache does not show its pod finished yet (the pod's update
 	// and the Job's arrive separately); waited for, briefly (reportLag), before anything is said.
 	pending bool
@@ -46,7 +50,7 @@ func (r *reading) usable() bool { return r != nil && r.invalid == "" && !r.gone 
 
 // confirms reports whether the reading says the database is at version or above and not dirty.
 func (r *reading) confirms(version string) bool {
-	return r.usable() && !r.dirty && schemaversion.AtLeast(r.version, version)
+	return r.usable() && !r.dirty && !r.late && schemaversion.AtLeast(r.version, version)
 }
 
 // describe says what the reading says, for condition messages.
@@ -84,10 +88,12 @@ func (p *planner) readJobs() []*reading {
 					r = &reading{oj: oj, version: oj.version}
 				}
 				r.at = finishedAt(oj.job, complete).Time
+				r.late = !oj.check && r.at.After(deadlineAt(oj.job, p.now))
 				out = append(out, r)
 			case complete != nil:
 				r := p.readReport(oj, corev1.PodSucceeded)
 				r.at = finishedAt(oj.job, complete).Time
+				r.late = !oj.check && r.at.After(deadlineAt(oj.job, p.now))
 				out = append(out, r)
 			case failed != nil:
 				if r := p.readReport(oj, corev1.PodFailed); r.usable() {
@@ -186,10 +192,11 @@ func (p *planner) readReport(oj *ownedJob, phase corev1.PodPhase) *reading {
 
 // evidence is the latest usable reading: what the database was last seen at. Readings that are
 // invalid or gone never count, so a garbled report cannot hide an earlier good one, and one Job
-// deleted does not erase what another saw.
+// deleted does not erase what another saw; nor does a late success that is not dirty (it never
+// opens the gate, and a dirty one still closes it).
 func evidence(readings []*reading) *reading {
 	for i := len(readings) - 1; i >= 0; i-- {
-		if readings[i].usable() {
+		if readings[i].usable() && (!readings[i].late || readings[i].dirty) {
 			return readings[i]
 		}
 	}
