@@ -40,6 +40,10 @@ type reading struct {
 	// Such a success never opens the gate (a dirty report still closes it): the attempt stays
 	// MigrationDeadlineExceeded and a retry runs the next one.
 	late bool
+	// early is the termination message a migration container left while its Job is still active
+	// (sidecar.go); recorded: the reading comes from the report recorded on the Job.
+	early    string
+	recorded bool
 	// pending: the Job finished but the cache does not show its pod finished yet (the pod's update
 	// and the Job's arrive separately); waited for, briefly (reportLag), before anything is said.
 	pending bool
@@ -56,7 +60,7 @@ func (r *reading) confirms(version string) bool {
 // describe says what the reading says, for condition messages.
 func (r *reading) describe() string {
 	if !r.fromReport {
-		return fmt.Sprintf("migration Job %s succeeded (evidence JobSuccess)", r.oj.job.Name)
+		return fmt.Sprintf("migration Job %s succeeded (evidence JobSuccess)%s", r.oj.job.Name, earlyNote(r))
 	}
 	tool, dirty := "", ""
 	if r.tool != "" {
@@ -65,7 +69,7 @@ func (r *reading) describe() string {
 	if r.dirty {
 		dirty = ", dirty"
 	}
-	return fmt.Sprintf("the schema report of %s Job %s%s says the database is at version %s%s", r.oj.kind(), r.oj.job.Name, tool, r.version, dirty)
+	return fmt.Sprintf("the schema report of %s Job %s%s says the database is at version %s%s%s", r.oj.kind(), r.oj.job.Name, tool, r.version, dirty, earlyNote(r))
 }
 
 // readJobs reads every finished migration and check Job this RoutingService owns. A Complete Job
@@ -84,6 +88,9 @@ func (p *planner) readJobs() []*reading {
 				// The Job's success confirms its version, unless a report that parses says
 				// more (a lower version, a dirty database): a report is never ignored.
 				r := p.readReport(oj, corev1.PodSucceeded)
+				if rec := readRecorded(oj, p.now); !r.usable() && rec != nil {
+					r = rec
+				}
 				if !r.usable() {
 					r = &reading{oj: oj, version: oj.version}
 				}
@@ -92,12 +99,27 @@ func (p *planner) readJobs() []*reading {
 				out = append(out, r)
 			case complete != nil:
 				r := p.readReport(oj, corev1.PodSucceeded)
+				if rec := readRecorded(oj, p.now); !r.usable() && !r.pending && rec != nil {
+					r = rec
+				}
 				r.at = finishedAt(oj.job, complete).Time
 				r.late = !oj.check && r.at.After(deadlineAt(oj.job, p.now))
 				out = append(out, r)
 			case failed != nil:
-				if r := p.readReport(oj, corev1.PodFailed); r.usable() {
+				r := p.readReport(oj, corev1.PodFailed)
+				if rec := readRecorded(oj, p.now); !r.usable() && rec != nil {
+					// The migration container had reported before the Job failed (its deadline,
+					// with a sidecar still running) and its pod was deleted since.
+					r = rec
+				}
+				if r.usable() {
 					r.at = finishedAt(oj.job, failed).Time
+					out = append(out, r)
+				}
+			case !oj.check:
+				// Still active: only its pod says anything (a recorded report counts only once
+				// the Job has ended and its pods are gone).
+				if r := p.readEarly(oj, jobSuccess); r != nil {
 					out = append(out, r)
 				}
 			}

@@ -76,6 +76,9 @@ const (
 	DeleteJob ActionKind = "DeleteJob"
 	// AdoptReplicaSet adds a controller reference to an orphaned ReplicaSet (S-20).
 	AdoptReplicaSet ActionKind = "AdoptReplicaSet"
+	// AnnotateJob sets Annotations on a Job schemagate controls (merge patch): the schema report
+	// of a migration container that terminated while its Job still runs (sidecar.go).
+	AnnotateJob ActionKind = "AnnotateJob"
 	// MarkServed sets a ReplicaSet's schemagate.io/served-order annotation to Order: its revision
 	// serves the shard alone and fully, later than any other ReplicaSet of the shard did. Rollbacks return a shard to the ReplicaSet that served
 	// it last, and the annotation keeps that fact in the cluster, so a lost status write cannot
@@ -99,6 +102,8 @@ type Action struct {
 	RemovePods bool
 	// Job is the Job to create, or the observed Job to suspend.
 	Job *batchv1.Job
+	// Annotations are the annotations AnnotateJob sets.
+	Annotations map[string]string
 	// Order is the served-order for MarkServed.
 	Order int64
 	// Note says why, for logs and golden tests.
@@ -107,7 +112,7 @@ type Action struct {
 
 func (a Action) String() string {
 	switch a.Kind {
-	case CreateJob, SuspendJob, DeleteJob:
+	case CreateJob, SuspendJob, DeleteJob, AnnotateJob:
 		return fmt.Sprintf("%s %s: %s", a.Kind, a.Job.Name, a.Note)
 	case ScaleReplicaSet:
 		return fmt.Sprintf("%s %s %d→%d: %s", a.Kind, a.ReplicaSet.Name, replicasOf(a.ReplicaSet), a.Replicas, a.Note)

@@ -118,6 +118,7 @@ func (p *planner) schemaGate() bool {
 	st.SuspendedSince = nil
 
 	p.readings = p.readJobs()
+	p.recordEarlyReports()
 	ev := evidence(p.readings)
 	p.recordEvidence(ev)
 	confirmed := st.ConfirmedVersion

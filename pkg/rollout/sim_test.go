@@ -141,6 +141,14 @@ func (w *world) reconcile() Plan {
 			w.jobs[a.Job.Name].Spec.Suspend = ptr.To(true)
 		case DeleteJob:
 			w.deleteJob(a.Job.Name)
+		case AnnotateJob:
+			j := w.jobs[a.Job.Name]
+			if j.Annotations == nil {
+				j.Annotations = map[string]string{}
+			}
+			for k, v := range a.Annotations {
+				j.Annotations[k] = v
+			}
 		case AdoptReplicaSet:
 			w.rss[a.ReplicaSet.Name].OwnerReferences = append(w.rss[a.ReplicaSet.Name].OwnerReferences, ControllerRef(w.rsvc))
 		case MarkServed:
