@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 
 	appsv1 "k8s.io/api/apps/v1"
 	batchv1 "k8s.io/api/batch/v1"
@@ -48,6 +49,14 @@ func (r *RoutingServiceReconciler) apply(ctx context.Context, rsvc *routingv1alp
 			suspended := a.Job.DeepCopy()
 			suspended.Spec.Suspend = ptr.To(true)
 			err = r.Patch(ctx, suspended, patch)
+		case rollout.AnnotateJob:
+			patch := client.MergeFromWithOptions(a.Job.DeepCopy(), client.MergeFromWithOptimisticLock{})
+			annotated := a.Job.DeepCopy()
+			if annotated.Annotations == nil {
+				annotated.Annotations = map[string]string{}
+			}
+			maps.Copy(annotated.Annotations, a.Annotations)
+			err = r.Patch(ctx, annotated, patch)
 		case rollout.AdoptReplicaSet:
 			patch := client.MergeFromWithOptions(a.ReplicaSet.DeepCopy(), client.MergeFromWithOptimisticLock{})
 			adopted := a.ReplicaSet.DeepCopy()

@@ -34,6 +34,11 @@ const (
 	ReasonCheckingSchema = "CheckingSchema"
 	// ReasonSchemaCheckFailed: the check Job failed or ran past its deadline without a report.
 	ReasonSchemaCheckFailed = "SchemaCheckFailed"
+	// ReasonMigrationSuspended: the migration Job is suspended by someone other than schemagate
+	// (a queue such as Kueue holds it until capacity is free): nothing runs, and its deadline does
+	// not run either. Reconciling=True while it waits; Stalled=True once it has been suspended
+	// longer than the migration's activeDeadlineSeconds, until it is released.
+	ReasonMigrationSuspended = "MigrationSuspended"
 	// ReasonSchemaEvidenceLost: the Job that confirmed the schema is gone, no check Job is
 	// configured, and the rollout needs the gate open; a retry annotation runs the migration again
 	// (S-23).

@@ -193,14 +193,47 @@ type MigrationSpec struct {
 	// +kubebuilder:validation:Maximum=20
 	BackoffLimit *int32 `json:"backoffLimit,omitempty"`
 
-	// activeDeadlineSeconds bounds the migration, in seconds from the Job's creation. It is set on
-	// the Job, and schemagate enforces it itself too, so a migration whose pod never starts (image
-	// pull failure, unschedulable) still ends (scenario S-04). Default 600 s.
+	// activeDeadlineSeconds bounds the migration, in seconds of running time: from the Job's
+	// status.startTime, which the Job controller sets when the Job starts and again when it is
+	// resumed, or from its creation when it has none. Time the Job spends suspended (by a queue
+	// such as Kueue) does not count, as for the Job controller. It is set on the Job, and
+	// schemagate enforces it itself too (plus 10 s for the Job controller to act first), so a
+	// migration whose pod never starts (image pull failure, unschedulable) still ends. A Job
+	// that stays suspended longer than activeDeadlineSeconds is Stalled (MigrationSuspended)
+	// until it is released. A success that comes after schemagate's deadline never opens the
+	// gate: the attempt stays MigrationDeadlineExceeded, and a retry annotation runs the next
+	// attempt, whose schema report decides. Default 600 s.
 	// +optional
 	// +kubebuilder:default=600
 	// +kubebuilder:validation:Minimum=1
 	// +kubebuilder:validation:Maximum=86400
 	ActiveDeadlineSeconds *int64 `json:"activeDeadlineSeconds,omitempty"`
+
+	// jobMetadata are labels and annotations put on the migration Job itself (the template's
+	// metadata reaches only its pods), for tools that read Jobs: a queue label such as
+	// kueue.x-k8s.io/queue-name, a cost-centre label. schemagate's own keys win and cannot be
+	// set here: app.kubernetes.io/managed-by, app.kubernetes.io/component and every key under
+	// schemagate.io/. A change applies to the next migration Job; it never starts one.
+	// +optional
+	JobMetadata *JobMetadata `json:"jobMetadata,omitempty"`
+}
+
+// JobMetadata are labels and annotations for a Job schemagate creates.
+type JobMetadata struct {
+	// labels are added to the Job's labels (at most 32; keys and values as Kubernetes labels).
+	// +optional
+	// +kubebuilder:validation:MaxProperties=32
+	// +kubebuilder:validation:XValidation:rule="self.all(k, !k.startsWith('schemagate.io/') && k != 'app.kubernetes.io/managed-by' && k != 'app.kubernetes.io/component')",message="spec.schema.migration.jobMetadata.labels must not set app.kubernetes.io/managed-by, app.kubernetes.io/component or a schemagate.io/ key: schemagate sets them"
+	// +kubebuilder:validation:XValidation:rule="self.all(k, size(k) <= 316 && size(self[k]) <= 63)",message="spec.schema.migration.jobMetadata.labels: a key is at most 316 characters (prefix/name) and a value at most 63"
+	Labels map[string]string `json:"labels,omitempty"`
+
+	// annotations are added to the Job's annotations (at most 32, each value at most 4096
+	// characters).
+	// +optional
+	// +kubebuilder:validation:MaxProperties=32
+	// +kubebuilder:validation:XValidation:rule="self.all(k, !k.startsWith('schemagate.io/'))",message="spec.schema.migration.jobMetadata.annotations must not set a schemagate.io/ key: schemagate sets them"
+	// +kubebuilder:validation:XValidation:rule="self.all(k, size(k) <= 316 && size(self[k]) <= 4096)",message="spec.schema.migration.jobMetadata.annotations: a key is at most 316 characters and a value at most 4096"
+	Annotations map[string]string `json:"annotations,omitempty"`
 }
 
 // ShardSpec is one region shard.
@@ -723,6 +756,20 @@ type SchemaStatus struct {
 	// completionTime is when migrationJob succeeded or failed.
 	// +optional
 	CompletionTime *metav1.Time `json:"completionTime,omitempty"`
+
+	// suspendedSince is when migrationJob was suspended by someone other than schemagate (a
+	// queue such as Kueue holds it until capacity is free); unset while it is not suspended.
+	// +optional
+	SuspendedSince *metav1.Time `json:"suspendedSince,omitempty"`
+
+	// cause is what the pods of migrationJob last said about why it is stuck or failed: a
+	// container waiting (its reason and message), a container that exited non-zero (its exit
+	// code and the tail of the tool's own error), a pod that cannot be scheduled. It is kept once
+	// the pods are gone (the Job controller deletes them at the deadline), so the condition that
+	// ends the attempt still names the cause. At most 1024 bytes.
+	// +optional
+	// +kubebuilder:validation:MaxLength=1024
+	Cause string `json:"cause,omitempty"`
 }
 
 // ShardStep is where a shard is in the promotion of the update revision.

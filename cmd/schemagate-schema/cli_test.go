@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"net"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/golang-migrate/migrate/v4"
 
+	"github.com/schemagate/schemagate/pkg/schemareport"
 	"github.com/schemagate/schemagate/test/postgres"
 )
 
@@ -247,6 +249,32 @@ func TestRun(t *testing.T) {
 			t.Errorf("the command's stdout was not passed through: %q", r.stdout)
 		}
 		checkFileAndStdout(t, path, r, "3", true)
+	})
+	t.Run("command_fails_report_carries_its_error_tail", func(t *testing.T) {
+		db := dirtyMigrateDB(t)
+		u, err := url.Parse(db)
+		if err != nil {
+			t.Fatal(err)
+		}
+		password, _ := u.User.Password()
+		path := filepath.Join(t.TempDir(), "termination-log")
+		script := "for i in $(seq 1 300); do echo applying step $i >&2; done; echo \"connecting to $DATABASE_URL\" >&2; echo 'ERROR: relation \"users\" already exists (SQLSTATE 42P07)' >&2; exit 1"
+		r := runBinary(t, []string{"DATABASE_URL=" + db}, "run", "--tool", "golang-migrate", "--report-path", path, "--", "sh", "-c", script)
+		if r.code != 1 {
+			t.Fatalf("exit %d; stderr:\n%s", r.code, r.stderr)
+		}
+		b, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rep, err := schemareport.Parse(b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.HasSuffix(rep.Error, `ERROR: relation "users" already exists (SQLSTATE 42P07)`) || len(rep.Error) > schemareport.MaxErrorBytes ||
+			(password != "" && strings.Contains(rep.Error, password)) || strings.Contains(rep.Error, "applying step 1\n") {
+			t.Fatalf("report error (%d bytes): %q", len(rep.Error), rep.Error)
+		}
 	})
 	t.Run("command_migrates_exit_0", func(t *testing.T) {
 		db := newDatabase(t)

@@ -34,6 +34,9 @@ type config struct {
 	argv []string
 	// redact removes the database password from text printed to stderr.
 	redact *redactor
+	// toolError is the tail of the command's stderr when run's command failed (redacted); the
+	// report carries it.
+	toolError string
 }
 
 // newFlagSet defines the flags of report and run (they share all of them).

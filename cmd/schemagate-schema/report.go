@@ -32,7 +32,7 @@ func report(ctx context.Context, cfg config, stdout io.Writer, log *logger) int 
 	for _, n := range st.Notes {
 		log.printf("%s", n)
 	}
-	b, err := schemareport.Encode(schemareport.Report{Version: st.Version, Dirty: st.Dirty, Tool: cfg.tool.name, Time: time.Now()})
+	b, err := schemareport.Encode(schemareport.Report{Version: st.Version, Dirty: st.Dirty, Tool: cfg.tool.name, Time: time.Now(), Error: cfg.toolError})
 	if err != nil {
 		log.printf("no schema report: %v", err)
 		return exitNoReport

@@ -10,6 +10,8 @@ import (
 	"os/signal"
 	"strings"
 	"syscall"
+
+	"github.com/schemagate/schemagate/pkg/schemareport"
 )
 
 // Exit codes of a command that could not be started, as shells use them.
@@ -28,9 +30,13 @@ func runAndReport(cfg config, stdin io.Reader, stdout, stderr io.Writer, log *lo
 	sigs := make(chan os.Signal, 4)
 	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT)
 	defer signal.Stop(sigs)
-	code := runCommand(cfg.argv, sigs, stdin, stdout, stderr, log)
+	tail := &tailWriter{max: 4 * schemareport.MaxErrorBytes}
+	code := runCommand(cfg.argv, sigs, stdin, stdout, io.MultiWriter(stderr, tail), log)
 	if code != 0 {
 		log.printf("%s exited with code %d; reporting the database's state anyway", cfg.argv[0], code)
+		// The end of what the tool said on stderr goes into the report, so that the cause
+		// reaches the RoutingService's condition, with the database password redacted.
+		cfg.toolError = schemareport.ErrorTail(cfg.redact.Redact(string(tail.buf)))
 	}
 	rc := report(context.Background(), cfg, stdout, log)
 	if code != 0 {
@@ -78,4 +84,18 @@ func runCommand(argv []string, sigs <-chan os.Signal, stdin io.Reader, stdout, s
 		return 128 + int(ws.Signal())
 	}
 	return exitErr.ExitCode()
+}
+
+// tailWriter keeps the last max bytes written to it.
+type tailWriter struct {
+	max int
+	buf []byte
+}
+
+func (t *tailWriter) Write(p []byte) (int, error) {
+	t.buf = append(t.buf, p...)
+	if over := len(t.buf) - t.max; over > 0 {
+		t.buf = append(t.buf[:0], t.buf[over:]...)
+	}
+	return len(p), nil
 }

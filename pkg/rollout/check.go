@@ -144,7 +144,7 @@ func (p *planner) wasConfirmed() bool {
 // version whose Job is not observed, and was created more than reportLag ago (a Job created an
 // instant ago may simply not be in the cache yet: see cacheLagging).
 func (p *planner) attemptVanished() bool {
-	prev := p.rsvc.Status.Schema
+	prev := p.storedSchema()
 	if !p.storedAttemptMissing() || prev.StartTime == nil {
 		return false
 	}
@@ -156,7 +156,7 @@ func (p *planner) attemptVanished() bool {
 // until it does (or until it is known to be gone), so a stale cache never starts a second
 // migration or reuses a name (S-10).
 func (p *planner) cacheLagging() bool {
-	prev := p.rsvc.Status.Schema
+	prev := p.storedSchema()
 	return p.storedAttemptMissing() && prev.StartTime != nil && !p.now.After(prev.StartTime.Add(reportLag))
 }
 
@@ -212,6 +212,7 @@ func (p *planner) reconfirm(latest *ownedJob, paused bool) {
 		}
 		p.hold(msg)
 	default:
+		p.keepConfirmedRecord()
 		p.failSchema(routingv1alpha1.ReasonSchemaEvidenceLost, fmt.Sprintf("%s and spec.schema.check is not set, so nothing can confirm it again; revision %s does not start (set spec.schema.check, or annotate %s to run the migration again as attempt %d)",
 			gone, p.update, routingv1alpha1.AnnotationRetry, next))
 	}
@@ -224,6 +225,8 @@ func (p *planner) lostEvidence(latest *ownedJob) string {
 	switch {
 	case latest != nil:
 		return fmt.Sprintf("schema %s was confirmed by migration Job %s, whose pods and schema report are gone", required, latest.job.Name)
+	case p.storedAttemptMissing() && prev.ConfirmedBy == prev.MigrationJob && schemaversion.AtLeast(prev.ConfirmedVersion, required):
+		return fmt.Sprintf("schema %s was confirmed by the schema report of migration Job %s (attempt %d), which has since been deleted", required, prev.MigrationJob, prev.Attempt)
 	case p.storedAttemptMissing():
 		return fmt.Sprintf("migration Job %s (attempt %d) to schema %s is gone, and what it did was never read", prev.MigrationJob, prev.Attempt, required)
 	case prev.CheckJob != "" && schemaversion.Equal(prev.RequiredVersion, required):
@@ -264,6 +267,7 @@ func (p *planner) allPromoted() bool {
 // SchemaReady that was True stays True (with msg), so Ready does not flip in a steady state; the
 // gate itself stays closed (mayRun reads only evidence), so nothing is created or scaled up.
 func (p *planner) hold(msg string) {
+	p.keepConfirmedRecord()
 	if old := p.oldCondition(routingv1alpha1.ConditionSchemaReady); old != nil && old.Status == metav1.ConditionTrue {
 		p.holding = true
 		p.schemaCondition(metav1.ConditionTrue, routingv1alpha1.ReasonSchemaConfirmed, msg)

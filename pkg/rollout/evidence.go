@@ -36,6 +36,14 @@ type reading struct {
 	// gone: the Job succeeded but its pods are gone (deleted, garbage-collected), so there is no
 	// report left to read. It is treated as evidence that disappeared (S-23), not as a defect.
 	gone bool
+	// late: a migration Job that succeeded after schemagate's deadline had passed (deadlineAt).
+	// Such a success never opens the gate (a dirty report still closes it): the attempt stays
+	// MigrationDeadlineExceeded and a retry runs the next one.
+	late bool
+	// early is the termination message a migration container left while its Job is still active
+	// (sidecar.go); recorded: the reading comes from the report recorded on the Job.
+	early    string
+	recorded bool
 	// pending: the Job finished but the cache does not show its pod finished yet (the pod's update
 	// and the Job's arrive separately); waited for, briefly (reportLag), before anything is said.
 	pending bool
@@ -46,13 +54,13 @@ func (r *reading) usable() bool { return r != nil && r.invalid == "" && !r.gone 
 
 // confirms reports whether the reading says the database is at version or above and not dirty.
 func (r *reading) confirms(version string) bool {
-	return r.usable() && !r.dirty && schemaversion.AtLeast(r.version, version)
+	return r.usable() && !r.dirty && !r.late && schemaversion.AtLeast(r.version, version)
 }
 
 // describe says what the reading says, for condition messages.
 func (r *reading) describe() string {
 	if !r.fromReport {
-		return fmt.Sprintf("migration Job %s succeeded (evidence JobSuccess)", r.oj.job.Name)
+		return fmt.Sprintf("migration Job %s succeeded (evidence JobSuccess)%s", r.oj.job.Name, earlyNote(r))
 	}
 	tool, dirty := "", ""
 	if r.tool != "" {
@@ -61,7 +69,7 @@ func (r *reading) describe() string {
 	if r.dirty {
 		dirty = ", dirty"
 	}
-	return fmt.Sprintf("the schema report of %s Job %s%s says the database is at version %s%s", r.oj.kind(), r.oj.job.Name, tool, r.version, dirty)
+	return fmt.Sprintf("the schema report of %s Job %s%s says the database is at version %s%s%s", r.oj.kind(), r.oj.job.Name, tool, r.version, dirty, earlyNote(r))
 }
 
 // readJobs reads every finished migration and check Job this RoutingService owns. A Complete Job
@@ -80,18 +88,38 @@ func (p *planner) readJobs() []*reading {
 				// The Job's success confirms its version, unless a report that parses says
 				// more (a lower version, a dirty database): a report is never ignored.
 				r := p.readReport(oj, corev1.PodSucceeded)
+				if rec := readRecorded(oj, p.now); !r.usable() && rec != nil {
+					r = rec
+				}
 				if !r.usable() {
 					r = &reading{oj: oj, version: oj.version}
 				}
 				r.at = finishedAt(oj.job, complete).Time
+				r.late = !oj.check && r.at.After(deadlineAt(oj.job, p.now))
 				out = append(out, r)
 			case complete != nil:
 				r := p.readReport(oj, corev1.PodSucceeded)
+				if rec := readRecorded(oj, p.now); !r.usable() && !r.pending && rec != nil {
+					r = rec
+				}
 				r.at = finishedAt(oj.job, complete).Time
+				r.late = !oj.check && r.at.After(deadlineAt(oj.job, p.now))
 				out = append(out, r)
 			case failed != nil:
-				if r := p.readReport(oj, corev1.PodFailed); r.usable() {
+				r := p.readReport(oj, corev1.PodFailed)
+				if rec := readRecorded(oj, p.now); !r.usable() && rec != nil {
+					// The migration container had reported before the Job failed (its deadline,
+					// with a sidecar still running) and its pod was deleted since.
+					r = rec
+				}
+				if r.usable() {
 					r.at = finishedAt(oj.job, failed).Time
+					out = append(out, r)
+				}
+			case !oj.check:
+				// Still active: only its pod says anything (a recorded report counts only once
+				// the Job has ended and its pods are gone).
+				if r := p.readEarly(oj, jobSuccess); r != nil {
 					out = append(out, r)
 				}
 			}
@@ -186,10 +214,11 @@ func (p *planner) readReport(oj *ownedJob, phase corev1.PodPhase) *reading {
 
 // evidence is the latest usable reading: what the database was last seen at. Readings that are
 // invalid or gone never count, so a garbled report cannot hide an earlier good one, and one Job
-// deleted does not erase what another saw.
+// deleted does not erase what another saw; nor does a late success that is not dirty (it never
+// opens the gate, and a dirty one still closes it).
 func evidence(readings []*reading) *reading {
 	for i := len(readings) - 1; i >= 0; i-- {
-		if readings[i].usable() {
+		if readings[i].usable() && (!readings[i].late || readings[i].dirty) {
 			return readings[i]
 		}
 	}
@@ -223,4 +252,14 @@ func (p *planner) recordEvidence(ev *reading) {
 			st.ReportedBy += " (" + ev.tool + ")"
 		}
 	}
+}
+
+// confirmedNow is the version the evidence in the cluster confirms now: the latest usable reading,
+// when it is not dirty ("" otherwise). The gate and mayRun read it, never status.schema, which
+// may keep reporting a confirmation whose Job has since been deleted (keepConfirmedRecord).
+func (p *planner) confirmedNow() string {
+	if ev := evidence(p.readings); ev != nil && !ev.dirty {
+		return ev.version
+	}
+	return ""
 }

@@ -65,15 +65,17 @@ const annotationSchemaVersion = "schemagate.io/requires-schema"
 // RequiredSchema returns the schema version a schemagate ReplicaSet's revision requires.
 func RequiredSchema(rs *appsv1.ReplicaSet) string { return rs.Annotations[annotationSchemaVersion] }
 
-// NewMigrationJob builds the migration Job for (version, attempt): the migration pod template
-// with schemagate's labels, SCHEMAGATE_SCHEMA_VERSION in every container, backoffLimit and
+// NewMigrationJob builds the migration Job for (version, attempt): spec.schema.migration.jobMetadata
+// on the Job (schemagate's own keys win), the migration pod template with schemagate's labels, SCHEMAGATE_SCHEMA_VERSION in every container, backoffLimit and
 // activeDeadlineSeconds from the spec, no TTL (the Job is kept for its logs and as the evidence
 // that confirms the version), and a controller reference to rsvc.
 func NewMigrationJob(rsvc *routingv1alpha1.RoutingService, version string, attempt int32) *batchv1.Job {
 	m := rsvc.Spec.Schema.Migration
 	j := newSchemaJob(rsvc, ComponentMigration, MigrationJobName(rsvc.Name, version, attempt), version, attempt,
 		m.Template, m.BackoffLimitOrDefault(), migrationDeadlineSeconds(rsvc))
-	j.Annotations = map[string]string{annotationMigrationTemplate: migrationTemplateHash(rsvc)}
+	meta := jobMetadata(rsvc)
+	j.Labels = mergeMetadata(meta.Labels, j.Labels)
+	j.Annotations = mergeMetadata(meta.Annotations, map[string]string{annotationMigrationTemplate: migrationTemplateHash(rsvc)})
 	return j
 }
 

@@ -83,6 +83,9 @@ const (
 	// orphaned Job of this RoutingService (ownership.go): it goes with the RoutingService and is
 	// never evidence.
 	AdoptJob ActionKind = "AdoptJob"
+	// AnnotateJob sets Annotations on a Job schemagate controls (merge patch): the schema report
+	// of a migration container that terminated while its Job still runs (sidecar.go).
+	AnnotateJob ActionKind = "AnnotateJob"
 	// MarkServed sets a ReplicaSet's schemagate.io/served-order annotation to Order: its revision
 	// serves the shard alone and fully, later than any other ReplicaSet of the shard did. Rollbacks return a shard to the ReplicaSet that served
 	// it last, and the annotation keeps that fact in the cluster, so a lost status write cannot
@@ -113,7 +116,8 @@ type Action struct {
 	Job *batchv1.Job
 	// Order is the served-order for MarkServed.
 	Order int64
-	// Annotations are the annotations RecordControls sets.
+	// Annotations are the annotations RecordControls sets on a ReplicaSet, or AnnotateJob on a
+	// Job.
 	Annotations map[string]string
 	// Note says why, for logs and golden tests.
 	Note string
@@ -121,7 +125,7 @@ type Action struct {
 
 func (a Action) String() string {
 	switch a.Kind {
-	case CreateJob, SuspendJob, DeleteJob, AdoptJob:
+	case CreateJob, SuspendJob, DeleteJob, AdoptJob, AnnotateJob:
 		return fmt.Sprintf("%s %s: %s", a.Kind, a.Job.Name, a.Note)
 	case ScaleReplicaSet:
 		return fmt.Sprintf("%s %s %d→%d: %s", a.Kind, a.ReplicaSet.Name, replicasOf(a.ReplicaSet), a.Replicas, a.Note)

@@ -114,8 +114,11 @@ func (p *planner) schemaGate() bool {
 	required := p.rsvc.Spec.Schema.Version
 	st := &p.status.Schema
 	st.RequiredVersion = required
+	st.StartTime, st.CompletionTime = notAfter(st.StartTime, p.now), notAfter(st.CompletionTime, p.now)
+	st.SuspendedSince = nil
 
 	p.readings = p.readJobs()
+	p.recordEarlyReports()
 	ev := evidence(p.readings)
 	p.recordEvidence(ev)
 	confirmed := st.ConfirmedVersion
@@ -136,12 +139,13 @@ func (p *planner) schemaGate() bool {
 		p.awaitingCheck = required
 	}
 	if ev.confirms(required) && p.awaitingCheck == "" {
-		if latest == nil {
-			// Confirmed by a Job of a higher version (expand-only migrations), or by a check.
-			st.MigrationJob, st.Attempt, st.StartTime, st.CompletionTime = ev.oj.job.Name, 0, nil, nil
-			if !ev.oj.check {
-				st.Attempt = ev.oj.attempt
-			}
+		switch {
+		case latest == nil && ev.oj.check:
+			// Confirmed by a check: status keeps naming the migration attempt that ran.
+			p.keepMigrationRecord(ev)
+		case latest == nil:
+			// Confirmed by a Job of a higher version (expand-only migrations).
+			p.recordJob(ev.oj)
 		}
 		if old := p.oldCondition(routingv1alpha1.ConditionSchemaReady); old == nil || old.Status != metav1.ConditionTrue {
 			p.event(false, EventSchemaConfirmed, "schema %s confirmed (%s): the gate is open for revision %s", confirmed, ev.describe(), p.update)
@@ -160,7 +164,7 @@ func (p *planner) schemaGate() bool {
 	switch other := p.otherLiveMigration(required); {
 	case other != nil && (latest == nil || ended || !live(latest.job)):
 		p.waitForMigration(other, required, confirmed)
-	case latest == nil && p.failedJobGone(required):
+	case p.failedJobGone(required, latest):
 		p.afterVanishedAttempt(paused)
 	case check != nil && checkDecides(check, latest):
 		p.afterCheck(check, latest, paused)
@@ -180,9 +184,11 @@ func (p *planner) schemaGate() bool {
 			func(name string) {
 				p.event(false, EventMigrationStarted, "started migration Job %s to bring the schema from %s to %s", name, orNone(confirmed), required)
 			})
+	case !ended && queued(latest.job):
+		p.migrationQueued(latest)
 	case !ended:
-		p.schemaCondition(metav1.ConditionFalse, routingv1alpha1.ReasonMigrating, p.migratingMessage(latest.job.Name, latest.attempt, p.podCause(latest)))
-		p.requeueAt(latest.job.CreationTimestamp.Add(jobDeadline(latest.job) + migrationGrace))
+		p.schemaCondition(metav1.ConditionFalse, routingv1alpha1.ReasonMigrating, p.migratingMessage(latest.job.Name, latest.attempt, p.causeOf(latest)))
+		p.requeueAt(deadlineAt(latest.job, p.now))
 	case readingOf(p.readings, latest) != nil && readingOf(p.readings, latest).pending:
 		p.schemaCondition(metav1.ConditionFalse, routingv1alpha1.ReasonMigrating, p.migratingMessage(latest.job.Name, latest.attempt, ": "+readingOf(p.readings, latest).invalid))
 		p.requeueAt(p.now.Add(2 * time.Second))
@@ -190,7 +196,11 @@ func (p *planner) schemaGate() bool {
 		p.afterFailedAttempt(latest, paused)
 	}
 	if p.stallReason == "" && !p.holding {
-		p.setActivity(routingv1alpha1.ReasonMigrating, p.conditionMessage(routingv1alpha1.ConditionSchemaReady))
+		activity := routingv1alpha1.ReasonMigrating
+		if st.SuspendedSince != nil {
+			activity = routingv1alpha1.ReasonMigrationSuspended
+		}
+		p.setActivity(activity, p.conditionMessage(routingv1alpha1.ConditionSchemaReady))
 	}
 	return false
 }
@@ -258,9 +268,17 @@ func (p *planner) attemptFailure(oj *ownedJob) (string, string) {
 	required := p.rsvc.Spec.Schema.Version
 	retry := fmt.Sprintf("annotate %s to run attempt %d", routingv1alpha1.AnnotationRetry, oj.attempt+1)
 	own := readingOf(p.readings, oj)
+	if reason, ok := p.storedEnd(oj.job.Name); ok && reportReasons[reason] && (own == nil || own.gone) && !p.hasPods(oj) {
+		// Its report was read, then its pods were deleted: what it said stays the reason.
+		return reason, p.endedMessage(oj.job.Name, oj.attempt, reason, "its pods, and the report with them, were deleted")
+	}
 	if jobCondition(oj.job, batchv1.JobComplete) != nil {
 		ev := evidence(p.readings)
 		switch {
+		case own != nil && own.late && !own.dirty:
+			return routingv1alpha1.ReasonMigrationDeadline, fmt.Sprintf("migration Job %s to schema %s succeeded at %s, after schemagate's deadline (activeDeadlineSeconds %ds of running time, + %ds) had passed at %s; a success after the deadline never opens the gate (%s, whose schema report decides); revision %s does not start",
+				oj.job.Name, required, own.at.UTC().Format(time.RFC3339), int64(jobDeadline(oj.job)/time.Second), int64(migrationGrace/time.Second),
+				deadlineAt(oj.job, p.now).UTC().Format(time.RFC3339), retry, p.update)
 		case own != nil && own.invalid != "":
 			return routingv1alpha1.ReasonInvalidSchemaReport, fmt.Sprintf("migration Job %s succeeded, but its schema report cannot be used: %s; nothing confirms schema %s, so revision %s does not start (%s; a migration image that cannot write a report needs spec.schema.evidence: JobSuccess)",
 				oj.job.Name, own.invalid, required, p.update, retry)
@@ -272,16 +290,22 @@ func (p *planner) attemptFailure(oj *ownedJob) (string, string) {
 				oj.job.Name, ev.describe(), required, p.update, retry)
 		}
 	}
+	if c := jobCondition(oj.job, batchv1.JobFailed); c != nil && c.Reason == batchv1.JobReasonDeadlineExceeded && (own == nil || !own.dirty) {
+		// The Job controller stopped it at activeDeadlineSeconds and deleted its pods: the cause
+		// is what they said before (status.schema.cause).
+		return routingv1alpha1.ReasonMigrationDeadline, fmt.Sprintf("migration Job %s to schema %s did not finish within activeDeadlineSeconds (%ds) and the Job controller stopped it (%s)%s; annotate %s to retry; revision %s does not start",
+			oj.job.Name, required, int64(jobDeadline(oj.job)/time.Second), c.Reason, p.causeOf(oj), routingv1alpha1.AnnotationRetry, p.update)
+	}
 	if c := jobCondition(oj.job, batchv1.JobFailed); c != nil {
 		if own != nil && own.dirty {
 			return routingv1alpha1.ReasonSchemaDirty, fmt.Sprintf("migration Job %s to schema %s failed (%s: %s) and %s: only a person may clear it; the Job is kept for its logs; revision %s does not start (fix the database, then %s)",
 				oj.job.Name, required, c.Reason, c.Message, own.describe(), p.update, retry)
 		}
 		return routingv1alpha1.ReasonMigrationFailed, fmt.Sprintf("migration Job %s to schema %s failed (%s: %s)%s; it is kept for its logs and not retried automatically (annotate %s to retry, or change spec.schema.migration.template); revision %s does not start",
-			oj.job.Name, required, c.Reason, c.Message, p.podCause(oj), routingv1alpha1.AnnotationRetry, p.update)
+			oj.job.Name, required, c.Reason, podText(c.Message, maxQuoted), p.causeOf(oj), routingv1alpha1.AnnotationRetry, p.update)
 	}
 	return routingv1alpha1.ReasonMigrationDeadline, fmt.Sprintf("migration Job %s to schema %s did not finish within activeDeadlineSeconds (%ds)%s; annotate %s to retry; revision %s does not start",
-		oj.job.Name, required, int64(jobDeadline(oj.job)/time.Second), p.podCause(oj), routingv1alpha1.AnnotationRetry, p.update)
+		oj.job.Name, required, int64(jobDeadline(oj.job)/time.Second), p.causeOf(oj), routingv1alpha1.AnnotationRetry, p.update)
 }
 
 // startMigration creates attempt of the required version's migration Job, unless the RoutingService
@@ -324,7 +348,7 @@ func (p *planner) startMigration(attempt int32, note string, started func(name s
 	}
 	p.act(Action{Kind: CreateJob, Job: job, Note: note})
 	started(job.Name)
-	st.MigrationJob, st.Attempt = job.Name, attempt
+	st.MigrationJob, st.Attempt, st.Cause = job.Name, attempt, ""
 	st.StartTime, st.CompletionTime = &metav1.Time{Time: p.now}, nil
 	p.schemaCondition(metav1.ConditionFalse, routingv1alpha1.ReasonMigrating, p.migratingMessage(job.Name, attempt, ""))
 	p.requeueAt(p.now.Add(time.Duration(migrationDeadlineSeconds(p.rsvc))*time.Second + migrationGrace))
@@ -336,7 +360,7 @@ func (p *planner) startMigration(attempt int32, note string, started func(name s
 func (p *planner) waitForMigration(other *ownedJob, required, confirmed string) {
 	st := &p.status.Schema
 	if !schemaversion.Equal(st.RequiredVersion, other.version) && st.MigrationJob == other.job.Name {
-		st.MigrationJob, st.Attempt, st.StartTime, st.CompletionTime = "", 0, nil, nil
+		st.MigrationJob, st.Attempt, st.StartTime, st.CompletionTime, st.Cause = "", 0, nil, nil, ""
 	}
 	msg := fmt.Sprintf("schema %s is required and %s is confirmed; migration Job %s (schema %s) is still running, and two migrations never run at once: the migration to %s starts when it ends",
 		required, orNone(confirmed), other.job.Name, other.version, required)
@@ -348,7 +372,7 @@ func (p *planner) waitForMigration(other *ownedJob, required, confirmed string) 
 	case p.pastDeadline(other):
 		p.requeueAt(p.now.Add(5 * time.Second))
 	default:
-		p.requeueAt(other.job.CreationTimestamp.Add(jobDeadline(other.job) + migrationGrace))
+		p.requeueAt(deadlineAt(other.job, p.now))
 	}
 	p.schemaCondition(metav1.ConditionFalse, routingv1alpha1.ReasonWaitingForMigration, msg)
 }
@@ -397,9 +421,17 @@ func (p *planner) failSchema(reason, msg string) {
 	p.stall(reason, msg)
 }
 
-// recordJob reports a migration Job in status.schema.
+// recordJob reports a migration Job in status.schema, with what its pods say (status.schema.cause:
+// kept from the stored status for the same Job once its pods no longer say anything).
 func (p *planner) recordJob(oj *ownedJob) {
 	st := &p.status.Schema
+	if cause := p.podCauseText(oj); cause != "" {
+		st.Cause = cause
+	} else if p.rsvc.Status.Schema.MigrationJob != oj.job.Name {
+		st.Cause = ""
+	} else {
+		st.Cause = podText(st.Cause, maxCause)
+	}
 	st.MigrationJob, st.Attempt = oj.job.Name, oj.attempt
 	created := oj.job.CreationTimestamp
 	st.StartTime = &created
@@ -426,11 +458,23 @@ func orNone(v string) string {
 	return v
 }
 
+// hasPods reports whether any pod controlled by oj's Job is observed.
+func (p *planner) hasPods(oj *ownedJob) bool {
+	for _, pod := range p.pods {
+		if pod != nil && metav1.IsControlledBy(pod, oj.job) {
+			return true
+		}
+	}
+	return false
+}
+
 // podCause says, from the pods of a migration Job, why it is stuck or failed, as the pods report
 // it: a container waiting (ImagePullBackOff, ErrImagePull, CreateContainerConfigError, …), a
-// container that exited non-zero, or a pod the scheduler cannot place. It returns "" when the pods
-// say nothing useful, else ": pod <name>: <cause>" for the most recent pod.
-func (p *planner) podCause(oj *ownedJob) string {
+// container that exited non-zero (with what its schema report says and the tail of the tool's
+// error, or the tail of its termination message), or a pod the scheduler cannot place. It returns
+// "" when the pods say nothing useful, else "pod <name>: <cause>" for the most recent pod: valid
+// UTF-8, at most maxCause bytes (pod text is untrusted input).
+func (p *planner) podCauseText(oj *ownedJob) string {
 	var newest *corev1.Pod
 	for _, pod := range p.pods {
 		if pod == nil || !metav1.IsControlledBy(pod, oj.job) {
@@ -445,21 +489,45 @@ func (p *planner) podCause(oj *ownedJob) string {
 	}
 	for _, c := range newest.Status.Conditions {
 		if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse {
-			return fmt.Sprintf(": pod %s: %s: %s", newest.Name, c.Reason, c.Message)
+			return podText(fmt.Sprintf("pod %s: %s: %s", newest.Name, c.Reason, podText(c.Message, maxQuoted)), maxCause)
 		}
+	}
+	exited := func(name string, t *corev1.ContainerStateTerminated) string {
+		return podText(fmt.Sprintf("pod %s: container %s exited %d (%s)%s", newest.Name, name, t.ExitCode, t.Reason, terminationText(t.Message)), maxCause)
 	}
 	for _, cs := range append(append([]corev1.ContainerStatus{}, newest.Status.InitContainerStatuses...), newest.Status.ContainerStatuses...) {
 		if w := cs.State.Waiting; w != nil && w.Reason != "" && w.Reason != "ContainerCreating" && w.Reason != "PodInitializing" {
-			return fmt.Sprintf(": pod %s: container %s waiting: %s: %s", newest.Name, cs.Name, w.Reason, w.Message)
+			return podText(fmt.Sprintf("pod %s: container %s waiting: %s: %s", newest.Name, cs.Name, w.Reason, podText(w.Message, maxQuoted)), maxCause)
 		}
 		if t := cs.State.Terminated; t != nil && t.ExitCode != 0 {
-			return fmt.Sprintf(": pod %s: container %s exited %d (%s) %s", newest.Name, cs.Name, t.ExitCode, t.Reason, t.Message)
+			return exited(cs.Name, t)
 		}
 		if t := cs.LastTerminationState.Terminated; t != nil && t.ExitCode != 0 {
-			return fmt.Sprintf(": pod %s: container %s exited %d (%s) %s", newest.Name, cs.Name, t.ExitCode, t.Reason, t.Message)
+			return exited(cs.Name, t)
 		}
 	}
 	return ""
+}
+
+// podCause is ": <podCauseText>" for a condition message, or "".
+func (p *planner) podCause(oj *ownedJob) string {
+	if cause := p.podCauseText(oj); cause != "" {
+		return ": " + cause
+	}
+	return ""
+}
+
+// causeOf is ": <cause>" for a condition message: what oj's pods say now, else what
+// status.schema.cause kept for it, else "".
+func (p *planner) causeOf(oj *ownedJob) string {
+	cause := p.podCauseText(oj)
+	if cause == "" && p.status.Schema.MigrationJob == oj.job.Name {
+		cause = p.status.Schema.Cause
+	}
+	if cause == "" {
+		return ""
+	}
+	return ": " + cause
 }
 
 // jobDeadline is the deadline a migration Job was created with (its activeDeadlineSeconds), so a
@@ -471,10 +539,14 @@ func jobDeadline(j *batchv1.Job) time.Duration {
 	return time.Duration(routingv1alpha1.DefaultMigrationActiveDeadlineSeconds) * time.Second
 }
 
-// pastDeadline reports whether schemagate's own deadline for a running migration Job has passed:
-// its activeDeadlineSeconds from creation, plus migrationGrace for the Job controller to act first.
+// pastDeadline reports whether schemagate's own deadline for a migration Job has passed (see
+// deadlineAt). A Job suspended by someone else (queued) is never past it: its deadline does not
+// run while it cannot.
 func (p *planner) pastDeadline(oj *ownedJob) bool {
-	return p.now.After(oj.job.CreationTimestamp.Add(jobDeadline(oj.job) + migrationGrace))
+	if queued(oj.job) {
+		return false
+	}
+	return p.now.After(deadlineAt(oj.job, p.now))
 }
 
 // stopped reports whether a migration Job has no pod that could still be migrating: none active
@@ -549,15 +621,21 @@ func podPhase(pod *corev1.Pod) string {
 	return strings.ToLower(string(pod.Status.Phase))
 }
 
-// failedJobGone reports whether the stored status says the latest attempt for required failed (or
-// ran past its deadline) and that attempt's Job is gone (a ttlSecondsAfterFinished, a person).
-// Status is untrusted, but here it only holds back: believing it can never start a migration or
-// open the gate, and not believing it would re-run a failed migration in a loop under a TTL policy.
-func (p *planner) failedJobGone(required string) bool {
-	old := p.oldCondition(routingv1alpha1.ConditionSchemaReady)
+// failedJobGone reports whether the stored status says the latest attempt for required ended
+// without confirming it (failed, past its deadline, dirty, below the version, or with a report
+// that cannot be used: attemptEndReasons) and that attempt's Job is gone (a
+// ttlSecondsAfterFinished, a person), with no later attempt in the cluster. Status is untrusted,
+// but here it only holds back: believing it can never start a migration or open the gate, and
+// not believing it would re-run a failed migration in a loop under a TTL policy, or call a report
+// that was read "never read". A report reason that a check Job may have given is left to the
+// check (or a new one), which asks the database again.
+func (p *planner) failedJobGone(required string, latest *ownedJob) bool {
 	prev := p.rsvc.Status.Schema
-	if old == nil || (old.Reason != routingv1alpha1.ReasonMigrationFailed && old.Reason != routingv1alpha1.ReasonMigrationDeadline) ||
-		!schemaversion.Equal(prev.RequiredVersion, required) || prev.Attempt < 1 || prev.MigrationJob == "" {
+	reason, ok := p.storedEnd(prev.MigrationJob)
+	if !ok || (latest != nil && latest.attempt >= prev.Attempt) {
+		return false
+	}
+	if reportReasons[reason] && (prev.CheckJob != "" || p.latestCheck(required) != nil) {
 		return false
 	}
 	for _, j := range p.observed.Jobs {
@@ -568,14 +646,17 @@ func (p *planner) failedJobGone(required string) bool {
 	return true
 }
 
-// afterVanishedAttempt handles a failed attempt whose Job is gone: still Stalled, and attempt n+1
-// only on a retry annotation (its template can no longer be compared).
+// afterVanishedAttempt handles an attempt that ended without confirming the version and whose Job
+// is gone: still Stalled with the reason it had, and attempt n+1 only on a retry annotation (its
+// template can no longer be compared).
 func (p *planner) afterVanishedAttempt(paused bool) {
 	old := p.oldCondition(routingv1alpha1.ConditionSchemaReady)
 	prev := p.rsvc.Status.Schema
 	required := p.rsvc.Spec.Schema.Version
-	msg := fmt.Sprintf("migration Job %s (attempt %d) to schema %s did not succeed and has since been deleted; it is not run again automatically (annotate %s to run attempt %d); revision %s does not start",
-		prev.MigrationJob, prev.Attempt, required, routingv1alpha1.AnnotationRetry, prev.Attempt+1, p.update)
+	msg := p.endedMessage(prev.MigrationJob, prev.Attempt, old.Reason, "the Job has been deleted")
+	// Status keeps naming the attempt that ran, not an earlier one still in the cluster.
+	stored, st := p.storedSchema(), &p.status.Schema
+	st.MigrationJob, st.Attempt, st.StartTime, st.CompletionTime = stored.MigrationJob, stored.Attempt, stored.StartTime, stored.CompletionTime
 	switch {
 	case p.retry == "":
 		p.failSchema(old.Reason, msg)

@@ -124,5 +124,5 @@ func (p *planner) mayRun(rs *appsv1.ReplicaSet) bool {
 	if p.awaitingCheck != "" && schemaversion.AtLeast(need, p.awaitingCheck) {
 		return false
 	}
-	return need != "" && schemaversion.AtLeast(p.status.Schema.ConfirmedVersion, need)
+	return need != "" && schemaversion.AtLeast(p.confirmedNow(), need)
 }

@@ -178,6 +178,14 @@ func (w *world) apply(a Action) {
 		w.deleteJob(a.Job.Name)
 	case AdoptReplicaSet:
 		w.rss[a.ReplicaSet.Name].OwnerReferences = append(w.rss[a.ReplicaSet.Name].OwnerReferences, ControllerRef(w.rsvc))
+	case AnnotateJob:
+		j := w.jobs[a.Job.Name]
+		if j.Annotations == nil {
+			j.Annotations = map[string]string{}
+		}
+		for k, v := range a.Annotations {
+			j.Annotations[k] = v
+		}
 	case AdoptJob:
 		w.jobs[a.Job.Name].OwnerReferences = append(w.jobs[a.Job.Name].OwnerReferences, HistoryRef(w.rsvc))
 	case MarkServed:

@@ -9,7 +9,9 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/schemagate/schemagate/pkg/schemaversion"
 )
@@ -36,7 +38,14 @@ type Report struct {
 	Tool string `json:"tool,omitempty"`
 	// Time is when the report was written (RFC 3339).
 	Time time.Time `json:"time"`
+	// Error is the tail of the migration tool's own error output when it failed (at most
+	// MaxErrorBytes, valid UTF-8), so that the cause reaches the condition and not only the
+	// pod's log. Optional; readers of schema-report/v1 without it ignore nothing else.
+	Error string `json:"error,omitempty"`
 }
+
+// MaxErrorBytes bounds Report.Error.
+const MaxErrorBytes = 1024
 
 // ReasonInvalid is the condition reason for a report that cannot be read.
 const ReasonInvalid = "InvalidSchemaReport"
@@ -80,13 +89,17 @@ func Parse(message []byte) (Report, error) {
 		return Report{}, invalid("the schema report's tool name is longer than 63 characters")
 	case r.Time.IsZero():
 		return Report{}, invalid("the schema report has no time")
+	case len(r.Error) > MaxErrorBytes:
+		return Report{}, invalid("the schema report's error is longer than %d bytes", MaxErrorBytes)
 	}
+	r.Error = ErrorTail(r.Error)
 	return r, nil
 }
 
 // Encode writes r as one line of JSON, with Format filled in.
 func Encode(r Report) ([]byte, error) {
 	r.Format = Format
+	r.Error = ErrorTail(r.Error)
 	if !schemaversion.Valid(r.Version) {
 		return nil, fmt.Errorf("schema version %q is not a dotted numeric version", r.Version)
 	}
@@ -111,4 +124,18 @@ func trim(s string) string {
 		return s[:limit] + "…"
 	}
 	return s
+}
+
+// ErrorTail bounds a tool's error output for Report.Error: valid UTF-8, surrounding space
+// trimmed, and its last MaxErrorBytes bytes (the end says what went wrong) after "…".
+func ErrorTail(s string) string {
+	s = strings.TrimSpace(strings.ToValidUTF8(s, "\uFFFD"))
+	if len(s) <= MaxErrorBytes {
+		return s
+	}
+	cut := len(s) - (MaxErrorBytes - len("…"))
+	for cut < len(s) && !utf8.RuneStart(s[cut]) {
+		cut++
+	}
+	return "…" + s[cut:]
 }

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 )
 
 func TestParse(t *testing.T) {
@@ -58,6 +59,7 @@ func FuzzParse(f *testing.F) {
 	f.Add([]byte(`{"schemagate":"schema-report/v1","version":"2.0","dirty":true,"time":"2026-11-30T12:00:00+01:00"}`))
 	f.Add([]byte(`{"schemagate":"schema-report/v1","version":"","time":"x"}`))
 	f.Add([]byte(`null`))
+	f.Add([]byte(`{"schemagate":"schema-report/v1","version":"1","dirty":false,"time":"2026-11-30T12:00:00Z","error":"ERROR: relation \"users\" already exists \udcff"}`))
 	f.Add([]byte(`{"schemagate":"schema-report/v1","version":"2","time":"2026-11-30T12:00:00Z"} {}`))
 	f.Fuzz(func(t *testing.T, msg []byte) {
 		r, err := Parse(msg)
@@ -68,7 +70,7 @@ func FuzzParse(f *testing.F) {
 			}
 			return
 		}
-		if r.Format != Format || r.Version == "" || r.Time.IsZero() {
+		if r.Format != Format || r.Version == "" || r.Time.IsZero() || len(r.Error) > MaxErrorBytes || !utf8.ValidString(r.Error) {
 			t.Fatalf("Parse(%q) accepted %+v", msg, r)
 		}
 		b, err := Encode(r)
@@ -76,8 +78,29 @@ func FuzzParse(f *testing.F) {
 			t.Fatalf("Encode(%+v): %v", r, err)
 		}
 		back, err := Parse(b)
-		if err != nil || back.Version != r.Version || back.Dirty != r.Dirty || back.Tool != r.Tool || !back.Time.Equal(r.Time.Truncate(time.Second)) {
+		if err != nil || back.Version != r.Version || back.Dirty != r.Dirty || back.Tool != r.Tool || back.Error != ErrorTail(r.Error) || !back.Time.Equal(r.Time.Truncate(time.Second)) {
 			t.Fatalf("round trip of %+v: %+v, %v", r, back, err)
 		}
 	})
+}
+
+// The tool's error tail travels in the report, bounded and valid UTF-8; a longer one written by
+// hand is refused.
+func TestReportErrorTail(t *testing.T) {
+	long := strings.Repeat("x", 3000) + "ERROR: relation \"users\" already exists\xff"
+	b, err := Encode(Report{Version: "1", Tool: "goose", Time: time.Now(), Error: long})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := Parse(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(r.Error) > MaxErrorBytes || !utf8.ValidString(r.Error) || !strings.HasSuffix(r.Error, "already exists\uFFFD") || !strings.HasPrefix(r.Error, "…") {
+		t.Fatalf("error %d bytes: %q", len(r.Error), r.Error)
+	}
+	hand := `{"schemagate":"schema-report/v1","version":"1","dirty":false,"time":"2026-01-01T00:00:00Z","error":"` + strings.Repeat("y", MaxErrorBytes+1) + `"}`
+	if _, err := Parse([]byte(hand)); err == nil {
+		t.Fatal("an error over MaxErrorBytes must be refused")
+	}
 }

@@ -122,8 +122,8 @@ func (f *fakeCluster) syncJobs(ctx context.Context) {
 	for i := range list.Items {
 		j := &list.Items[i]
 		if ptr.Deref(j.Spec.Suspend, false) && !finished(j) {
-			// The Job controller stops a suspended Job's pods.
-			if j.Status.Active > 0 {
+			// The Job controller stops a suspended Job's pods and says it is suspended.
+			if j.Status.Active > 0 || !hasCondition(j, batchv1.JobSuspended) {
 				j.Status.Active = 0
 				now := metav1.Now()
 				j.Status.Conditions = append(j.Status.Conditions, batchv1.JobCondition{Type: batchv1.JobSuspended, Status: corev1.ConditionTrue,
@@ -226,6 +226,15 @@ func (f *fakeCluster) leavePod(ctx context.Context, j *batchv1.Job, success bool
 func finished(j *batchv1.Job) bool {
 	for _, c := range j.Status.Conditions {
 		if (c.Type == batchv1.JobComplete || c.Type == batchv1.JobFailed) && c.Status == corev1.ConditionTrue {
+			return true
+		}
+	}
+	return false
+}
+
+func hasCondition(j *batchv1.Job, t batchv1.JobConditionType) bool {
+	for _, c := range j.Status.Conditions {
+		if c.Type == t && c.Status == corev1.ConditionTrue {
 			return true
 		}
 	}

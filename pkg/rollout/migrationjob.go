@@ -1,0 +1,144 @@
+package rollout
+
+import (
+	"fmt"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	batchv1 "k8s.io/api/batch/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	routingv1alpha1 "github.com/schemagate/schemagate/api/v1alpha1"
+	"github.com/schemagate/schemagate/pkg/schemareport"
+)
+
+// How long a migration Job may take, when it counts as suspended by someone else, and how text
+// copied from its pods is bounded.
+
+// maxCause bounds status.schema.cause (its CRD limit); maxQuoted bounds one message quoted from a
+// pod (a waiting reason's message, a Job condition's message).
+const (
+	maxCause  = 1024
+	maxQuoted = 512
+)
+
+// deadlineAt is when schemagate's own deadline for a migration (or check) Job passes: its
+// activeDeadlineSeconds of running time, plus migrationGrace for the Job controller to act
+// first. Running time counts, as for the Job controller, from the Job's status.startTime, which
+// the Job controller sets when the Job starts and again when it is resumed, so time spent
+// suspended (a queue such as Kueue) does not count; from its creation when it has no startTime
+// (a Job whose pods are never created still ends, I3). A startTime in the future is taken as now.
+// Worked numbers: created 12:00, suspended by a queue until 12:30 (startTime 12:30),
+// activeDeadlineSeconds 600 → the deadline passes at 12:40:10.
+func deadlineAt(j *batchv1.Job, now time.Time) time.Time {
+	base := j.CreationTimestamp.Time
+	if st := notAfter(j.Status.StartTime, now); st != nil && st.After(base) {
+		base = st.Time
+	}
+	return base.Add(jobDeadline(j) + migrationGrace)
+}
+
+// queued reports whether a migration Job is suspended by someone other than schemagate (a queue
+// holds it until capacity is free): spec.suspend is set, it has not finished, and its Suspended
+// condition was set before its deadline had passed. schemagate itself suspends only Jobs that
+// are over (past their deadline, or superseded), so a suspension before the deadline is not its
+// own.
+func queued(j *batchv1.Job) bool {
+	_, ok := queuedSince(j)
+	return ok
+}
+
+// queuedSince is when a queued Job was suspended (its Suspended condition's transition time).
+func queuedSince(j *batchv1.Job) (time.Time, bool) {
+	if !ptr.Deref(j.Spec.Suspend, false) || finished(j) {
+		return time.Time{}, false
+	}
+	c := jobCondition(j, batchv1.JobSuspended)
+	if c == nil {
+		return time.Time{}, false
+	}
+	since := c.LastTransitionTime.Time
+	if since.Before(j.CreationTimestamp.Time) {
+		since = j.CreationTimestamp.Time
+	}
+	if since.After(deadlineAt(j, since)) {
+		return time.Time{}, false
+	}
+	return since, true
+}
+
+// migrationQueued reports the latest attempt while someone else keeps it suspended: nothing
+// runs and its deadline does not run (MigrationSuspended, Reconciling); once it has been
+// suspended longer than its activeDeadlineSeconds, Stalled until it is released (I3: the wait
+// ends in a terminal condition; releasing it still runs it, with its whole deadline).
+func (p *planner) migrationQueued(latest *ownedJob) {
+	st := &p.status.Schema
+	since, _ := queuedSince(latest.job)
+	since = notAfter(&metav1.Time{Time: since}, p.now).Time
+	st.SuspendedSince = &metav1.Time{Time: since}
+	limit := jobDeadline(latest.job)
+	msg := fmt.Sprintf("migration Job %s (attempt %d) to schema %s is suspended since %s by someone other than schemagate (a queue such as Kueue holds it until capacity is free): nothing runs, and its activeDeadlineSeconds does not run while it is suspended; no pod of revision %s runs until it succeeds",
+		latest.job.Name, latest.attempt, p.rsvc.Spec.Schema.Version, since.UTC().Format(time.RFC3339), p.update)
+	if p.now.After(since.Add(limit)) {
+		p.failSchema(routingv1alpha1.ReasonMigrationSuspended, fmt.Sprintf("%s; it has been suspended for longer than activeDeadlineSeconds (%ds): free capacity in its queue or release it, and it runs", msg, int64(limit/time.Second)))
+		return
+	}
+	p.schemaCondition(metav1.ConditionFalse, routingv1alpha1.ReasonMigrationSuspended, msg)
+	// Released, the Job's status changes and wakes the reconciler; the stall is looked at then.
+	p.requeueAt(since.Add(limit + time.Second))
+}
+
+// podText makes text copied from a pod or a Job safe for a condition: valid UTF-8 (invalid bytes
+// become U+FFFD, so what is written encodes as computed), and at most n bytes, keeping the tail
+// (the end of a tool's output says what went wrong) after "…".
+func podText(s string, n int) string {
+	s = strings.ToValidUTF8(s, "\uFFFD")
+	if len(s) <= n {
+		return s
+	}
+	cut := len(s) - (n - len("…"))
+	for cut < len(s) && !utf8.RuneStart(s[cut]) {
+		cut++
+	}
+	return "…" + s[cut:]
+}
+
+// terminationText says what a container's termination message says, for a cause: a schema
+// report is described (version, dirty, and the tail of the tool's error it carries), anything
+// else is quoted by its tail; "" when empty.
+func terminationText(message string) string {
+	if strings.TrimSpace(message) == "" {
+		return ""
+	}
+	r, err := schemareport.Parse([]byte(message))
+	if err != nil {
+		return ": " + podText(strings.TrimSpace(message), maxQuoted)
+	}
+	dirty := ""
+	if r.Dirty {
+		dirty = ", dirty"
+	}
+	out := fmt.Sprintf(": its schema report says the database is at version %s%s", r.Version, dirty)
+	if r.Error != "" {
+		out += "; the tool said: " + podText(r.Error, maxQuoted)
+	}
+	return out
+}
+
+// mergeMetadata returns user's entries with ours over them (ours win).
+func mergeMetadata(user, ours map[string]string) map[string]string {
+	if len(user) == 0 && len(ours) == 0 {
+		return nil
+	}
+	return mergeLabels(user, ours)
+}
+
+// jobMetadata is spec.schema.migration.jobMetadata, empty when unset.
+func jobMetadata(rsvc *routingv1alpha1.RoutingService) routingv1alpha1.JobMetadata {
+	if m := rsvc.Spec.Schema.Migration.JobMetadata; m != nil {
+		return *m
+	}
+	return routingv1alpha1.JobMetadata{}
+}

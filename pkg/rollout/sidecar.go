@@ -1,0 +1,119 @@
+package rollout
+
+import (
+	"fmt"
+	"time"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	"github.com/schemagate/schemagate/pkg/schemareport"
+	"github.com/schemagate/schemagate/pkg/schemaversion"
+)
+
+// The migration container and its report before the Job ends. A migration pod may carry a second
+// container that never exits (a proxy injected by a service mesh): the migration container exits
+// 0 with its report, and the Job stays active until its deadline, when the Job controller fails it
+// and deletes its pod, report and all. The report is read as soon as the migration container has
+// terminated, and recorded on the Job, so that it stays the evidence after the pod is gone.
+// Native sidecars (init containers with restartPolicy: Always) need none of this: the kubelet
+// stops them once the migration container exits, and the Job completes.
+
+// AnnotationSchemaReport records, on a migration Job, the schema report its migration container
+// wrote (its termination message), copied by schemagate once that container terminated with exit
+// code 0 while the Job was still active. It is read only from a Job this RoutingService controls,
+// under the Job's deterministic name, and only when the Job's pods no longer give a usable report.
+const AnnotationSchemaReport = "schemagate.io/schema-report"
+
+// migrationContainer names the migration container of a migration Job's pods: the first
+// container of the Job's pod template, which schemagate created from
+// spec.schema.migration.template.spec.containers[0]. Containers an admission webhook adds to the
+// pods (before or after it) and init containers, native sidecars included, are never it.
+func migrationContainer(j *batchv1.Job) string {
+	if cs := j.Spec.Template.Spec.Containers; len(cs) > 0 {
+		return cs[0].Name
+	}
+	return ""
+}
+
+// readEarly reads the report of a migration Job that has not finished (and is not suspended) from
+// its newest pod whose migration container has terminated with exit code 0: the database is at
+// what that report says, whatever another container still does. Under evidence JobSuccess that
+// exit code confirms the Job's version when no report parses, as the Job's success would. It
+// returns nil while the migration container runs, failed, or left a report that does not parse
+// (the Job's own end is read then).
+func (p *planner) readEarly(oj *ownedJob, jobSuccess bool) *reading {
+	name := migrationContainer(oj.job)
+	if name == "" || ptr.Deref(oj.job.Spec.Suspend, false) {
+		return nil
+	}
+	var pod *corev1.Pod
+	var term *corev1.ContainerStateTerminated
+	for _, candidate := range p.pods {
+		if candidate == nil || !metav1.IsControlledBy(candidate, oj.job) || (pod != nil && !pod.CreationTimestamp.Before(&candidate.CreationTimestamp)) {
+			continue
+		}
+		for _, cs := range candidate.Status.ContainerStatuses {
+			if t := cs.State.Terminated; cs.Name == name && t != nil && t.ExitCode == 0 {
+				pod, term = candidate, t
+			}
+		}
+	}
+	if pod == nil {
+		return nil
+	}
+	at := term.FinishedAt.Time
+	if at.IsZero() || at.After(p.now) {
+		at = p.now
+	}
+	report, err := schemareport.Parse([]byte(term.Message))
+	switch {
+	case err == nil:
+		return &reading{oj: oj, at: at, version: schemaversion.Canonical(report.Version), dirty: report.Dirty, tool: report.Tool, fromReport: true, early: term.Message}
+	case jobSuccess:
+		return &reading{oj: oj, at: at, version: oj.version}
+	}
+	return nil
+}
+
+// readRecorded is the reading of the report recorded on a migration Job (AnnotationSchemaReport),
+// or nil when there is none that parses.
+func readRecorded(oj *ownedJob, at time.Time) *reading {
+	msg, ok := oj.job.Annotations[AnnotationSchemaReport]
+	if !ok || oj.check {
+		return nil
+	}
+	report, err := schemareport.Parse([]byte(msg))
+	if err != nil {
+		return nil
+	}
+	return &reading{oj: oj, at: at, version: schemaversion.Canonical(report.Version), dirty: report.Dirty, tool: report.Tool, fromReport: true, recorded: true}
+}
+
+// recordEarlyReports asks for the report of every early reading to be recorded on its Job, so that
+// it outlives the pod (the Job controller deletes it at the deadline).
+func (p *planner) recordEarlyReports() {
+	for _, r := range p.readings {
+		if r.early == "" || r.oj.job.Annotations[AnnotationSchemaReport] == r.early {
+			continue
+		}
+		p.act(Action{Kind: AnnotateJob, Job: r.oj.job, Annotations: map[string]string{AnnotationSchemaReport: r.early},
+			Note: fmt.Sprintf("migration container %s terminated with its schema report while the Job is still active: keep the report on the Job", migrationContainer(r.oj.job))})
+	}
+}
+
+// earlyNote says, for messages, that a reading came from the migration container before the Job
+// ended.
+func earlyNote(r *reading) string {
+	switch {
+	case r == nil:
+		return ""
+	case r.early != "":
+		return fmt.Sprintf(" (its migration container %s has terminated; the Job's other containers still run)", migrationContainer(r.oj.job))
+	case r.recorded:
+		return " (as recorded on the Job when its migration container terminated)"
+	}
+	return ""
+}

@@ -1,0 +1,115 @@
+package rollout
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
+
+	routingv1alpha1 "github.com/schemagate/schemagate/api/v1alpha1"
+)
+
+// sidecarPod adds a running pod of Job name whose migration container ("migrate") terminated
+// with exit code 0 and message, beside a proxy that never exits, injected before or after it.
+func (w *world) sidecarPod(name, message string, proxyFirst bool) {
+	j := w.jobs[name]
+	migrate := corev1.ContainerStatus{Name: "migrate", State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 0, Message: message, FinishedAt: metav1.Time{Time: w.now}}}}
+	proxy := corev1.ContainerStatus{Name: "istio-proxy", State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{}}}
+	containers := []corev1.Container{{Name: "migrate"}, {Name: "istio-proxy"}}
+	if proxyFirst {
+		containers = []corev1.Container{{Name: "istio-proxy"}, {Name: "migrate"}}
+	}
+	w.pods[name+"-sidecar"] = &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: name + "-sidecar", Namespace: j.Namespace, Labels: j.Spec.Template.Labels, UID: types.UID(name + "-sidecar"),
+			CreationTimestamp: j.CreationTimestamp, OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(j, batchv1.SchemeGroupVersion.WithKind("Job"))}},
+		Spec:   corev1.PodSpec{Containers: containers},
+		Status: corev1.PodStatus{Phase: corev1.PodRunning, ContainerStatuses: []corev1.ContainerStatus{proxy, migrate}},
+	}
+}
+
+// A migration pod with a sidecar that never exits: the migration container's clean report is the
+// evidence once it has terminated, whatever the proxy does. It is recorded on the Job, so when
+// the Job controller fails the Job at its deadline (DeadlineExceeded) and deletes the pod, the
+// gate stays open, the rollout finishes and the migration never runs again.
+func TestSidecarMigrationContainerReportIsTheEvidence(t *testing.T) {
+	for _, proxyFirst := range []bool{false, true} {
+		t.Run(map[bool]string{false: "proxy after", true: "proxy before"}[proxyFirst], func(t *testing.T) {
+			w := steady(t)
+			w.update("app:v2", "2", "migrate:hang")
+			w.reconcile()
+			job := MigrationJobName("rs-a", "2", 1)
+			w.confirmed = "2"
+			w.sidecarPod(job, gateReport(t, "2", false, w.now), proxyFirst)
+			w.untilStep(20, func() bool { return w.isTrue(routingv1alpha1.ConditionSchemaReady) })
+			if w.jobs[job].Annotations[AnnotationSchemaReport] == "" {
+				t.Fatalf("the report is not recorded on the Job: %v", w.jobs[job].Annotations)
+			}
+			w.run(300, func() bool { return w.rsvc.Status.PromotedShards == "1/3" })
+			w.tick() // the controllers act on what that reconcile did
+			// The deadline: the Job controller fails the Job and deletes its pod.
+			j := w.jobs[job]
+			j.Status.Active = 0
+			j.Status.Conditions = []batchv1.JobCondition{{Type: batchv1.JobFailed, Status: corev1.ConditionTrue, Reason: batchv1.JobReasonDeadlineExceeded, LastTransitionTime: metav1.Time{Time: w.now}}}
+			delete(w.pods, job+"-sidecar")
+			w.run(300, func() bool { return w.isTrue(routingv1alpha1.ConditionReady) })
+			if n := len(w.jobsOf(ComponentMigration)); n != 2 {
+				t.Fatalf("migration Jobs %v: the migration ran again", w.jobsOf(ComponentMigration))
+			}
+			for _, l := range w.log {
+				if strings.Contains(l, routingv1alpha1.ReasonMigrationFailed) || strings.Contains(l, routingv1alpha1.ReasonMigrationDeadline) || strings.Contains(l, routingv1alpha1.ReasonSchemaEvidenceLost) {
+					t.Fatalf("log: %s", l)
+				}
+			}
+			if st := w.rsvc.Status.Schema; st.ConfirmedVersion != "2" || st.ConfirmedBy != job {
+				t.Fatalf("status.schema = %+v", st)
+			}
+		})
+	}
+}
+
+// The migration container is the Job template's first container: a proxy's exit 0 (a message or
+// not) confirms nothing while the migration container still runs, and a recorded report on a Job
+// that is still active is not read (only its pod speaks then).
+func TestSidecarOnlyTheMigrationContainerCounts(t *testing.T) {
+	w := steady(t)
+	w.update("app:v2", "2", "migrate:hang")
+	w.reconcile()
+	job := MigrationJobName("rs-a", "2", 1)
+	w.sidecarPod(job, gateReport(t, "2", false, w.now), true)
+	pod := w.pods[job+"-sidecar"]
+	pod.Status.ContainerStatuses[0].State = corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 0, Message: gateReport(t, "2", false, w.now)}}
+	pod.Status.ContainerStatuses[1].State = corev1.ContainerState{Running: &corev1.ContainerStateRunning{}}
+	w.jobs[job].Annotations[AnnotationSchemaReport] = gateReport(t, "2", false, w.now)
+	for i := 0; i < 20; i++ {
+		w.step(time.Second)
+		if w.isTrue(routingv1alpha1.ConditionSchemaReady) || w.v2Pods() != 0 {
+			t.Fatalf("round %d: the gate opened on the proxy's exit or a recorded report of a running Job", i)
+		}
+	}
+}
+
+// A native sidecar (an init container with restartPolicy: Always) works as Kubernetes intends:
+// the kubelet stops it after the migration container, the Job completes, the report is read;
+// the sidecar's own termination message is never taken as the report.
+func TestNativeSidecarMigrationCompletes(t *testing.T) {
+	w := steady(t)
+	w.rsvc.Spec.Schema.Migration.Template.Spec.InitContainers = []corev1.Container{{Name: "proxy", Image: "proxy:1", RestartPolicy: ptr.To(corev1.ContainerRestartPolicyAlways)}}
+	w.update("app:v2", "2", "migrate:hang")
+	w.reconcile()
+	job := MigrationJobName("rs-a", "2", 1)
+	if env := w.jobs[job].Spec.Template.Spec.InitContainers[0].Env; len(env) == 0 || env[0].Name != EnvSchemaVersion {
+		t.Fatalf("the native sidecar has no %s: %v", EnvSchemaVersion, env)
+	}
+	w.confirmed = "2"
+	pod := w.finishJob(job, false, w.now, "migrate", gateReport(t, "2", false, w.now))
+	pod.Status.InitContainerStatuses = []corev1.ContainerStatus{{Name: "proxy", State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 137, Message: gateReport(t, "0", true, w.now)}}}}
+	w.run(300, func() bool { return w.isTrue(routingv1alpha1.ConditionReady) })
+	if n := len(w.jobsOf(ComponentMigration)); n != 2 {
+		t.Fatalf("migration Jobs %v", w.jobsOf(ComponentMigration))
+	}
+}
