@@ -913,10 +913,15 @@ type RoutingServiceStatus struct {
 // +kubebuilder:resource:shortName=rsvc,categories=schemagate
 // +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
 // +kubebuilder:printcolumn:name="Reason",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].reason`
-// +kubebuilder:printcolumn:name="Schema",type=string,JSONPath=`.status.schema.confirmedVersion`,description="Confirmed schema version"
-// +kubebuilder:printcolumn:name="Required",type=string,JSONPath=`.spec.schema.version`,description="Required schema version"
+// +kubebuilder:printcolumn:name="Confirmed",type=string,JSONPath=`.status.schema.confirmedVersion`,description="Schema version the database is confirmed to be at"
+// +kubebuilder:printcolumn:name="Required",type=string,JSONPath=`.spec.schema.version`,description="Schema version the spec's revision needs"
 // +kubebuilder:printcolumn:name="Shards",type=string,JSONPath=`.status.promotedShards`,description="Shards promoted/total"
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+// +kubebuilder:printcolumn:name="Stalled",type=string,JSONPath=`.status.conditions[?(@.type=="Stalled")].status`,priority=1,description="Stalled: a person is needed"
+// +kubebuilder:printcolumn:name="Update",type=string,JSONPath=`.status.updateRevision`,priority=1,description="Revision of the current spec"
+// +kubebuilder:printcolumn:name="Stable",type=string,JSONPath=`.status.stableRevision`,priority=1,description="Last revision promoted in every shard"
+// +kubebuilder:printcolumn:name="Paused",type=boolean,JSONPath=`.spec.paused`,priority=1
+// +kubebuilder:printcolumn:name="Message",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].message`,priority=1
 // +kubebuilder:validation:XValidation:rule="size(self.metadata.name) <= 40",message="metadata.name must be at most 40 characters (it prefixes ReplicaSet and Job names)"
 type RoutingService struct {
 	metav1.TypeMeta   `json:",inline"`

@@ -13,6 +13,20 @@
 //     schemagate's own field docs stay, so `kubectl explain routingservice.spec` still documents
 //     every schemagate field, and `kubectl explain pod.spec` documents the embedded template.
 //
+// It also removes every default inside a list element anywhere else (spec.strategy.checks[]:
+// count, intervalSeconds, when, ...), for the same reason: the diff replaces the list whole, so a
+// default filled in one element is drift in the whole list. schemagate reads those fields through
+// accessors that apply the same defaults (api/v1alpha1, the *OrDefault methods), so an omitted
+// field means what the default said.
+//
+// The API server requires every key of a list of type map to be required or defaulted. Inside a
+// pod template two lists have a defaulted key: a container's ports (containerPort and protocol,
+// TCP by default) and imagePullSecrets (name, "" by default). Those become atomic lists, as
+// controller-gen writes a list without list-type markers: server-side apply then replaces such a
+// list as a whole instead of merging it by key, which changes nothing for a RoutingService whose
+// manifest owns its template. Kubernetes still merges ports by key in the pods, Jobs and
+// ReplicaSets schemagate creates.
+//
 // A pod template is found by its shape (an object with metadata and a spec that has containers),
 // wherever it is, so a template added to the API later is handled without a change here.
 //
@@ -38,6 +52,30 @@ func main() {
 		if err := trimFile(path); err != nil {
 			fmt.Fprintf(os.Stderr, "crdtrim: %s: %v\n", path, err)
 			os.Exit(1)
+		}
+	}
+}
+
+// atomicUnlessKeysRequired makes s, when it is a list of type map with a key that its items do
+// not require, an atomic list: that key must otherwise keep a default.
+func atomicUnlessKeysRequired(s map[string]any) {
+	if s["x-kubernetes-list-type"] != "map" {
+		return
+	}
+	items, _ := s["items"].(map[string]any)
+	required := map[string]bool{}
+	req, _ := items["required"].([]any)
+	for _, r := range req {
+		if name, ok := r.(string); ok {
+			required[name] = true
+		}
+	}
+	keys, _ := s["x-kubernetes-list-map-keys"].([]any)
+	for _, k := range keys {
+		if name, ok := k.(string); ok && !required[name] {
+			s["x-kubernetes-list-type"] = "atomic"
+			delete(s, "x-kubernetes-list-map-keys")
+			return
 		}
 	}
 }
@@ -78,8 +116,14 @@ func trim(raw []byte) ([]byte, error) {
 			return nil, fmt.Errorf("version %v: found no embedded pod template", version["name"])
 		}
 		for _, tmpl := range PodTemplates(root) {
+			eachSchema(tmpl.Node, atomicUnlessKeysRequired)
 			eachSchema(tmpl.Node, func(s map[string]any) { delete(s, "default") })
 		}
+		eachSchema(root, func(s map[string]any) {
+			if items, ok := s["items"].(map[string]any); ok {
+				eachSchema(items, func(e map[string]any) { delete(e, "default") })
+			}
+		})
 		for _, p := range described {
 			node := root
 			for _, name := range p {

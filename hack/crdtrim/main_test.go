@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -67,6 +68,32 @@ func defaultsUnder(node map[string]any, path string) []string {
 	return out
 }
 
+// mapKeysWithoutDefault lists the keys of lists of type map under node that are neither required
+// nor defaulted, which the API server's CRD validation refuses ("this property is in
+// x-kubernetes-list-map-keys, so it must have a default or be a required property").
+func mapKeysWithoutDefault(node map[string]any, path string) []string {
+	var out []string
+	var walk func(n map[string]any, p string)
+	walk = func(n map[string]any, p string) {
+		if n["x-kubernetes-list-type"] == "map" {
+			items, _ := n["items"].(map[string]any)
+			props, _ := items["properties"].(map[string]any)
+			req, _ := items["required"].([]any)
+			keys, _ := n["x-kubernetes-list-map-keys"].([]any)
+			for _, k := range keys {
+				key, _ := k.(string)
+				prop, _ := props[key].(map[string]any)
+				if _, defaulted := prop["default"]; !defaulted && !slices.Contains(req, any(key)) {
+					out = append(out, fmt.Sprintf("%s[].%s is a list-map key, neither required nor defaulted", p, key))
+				}
+			}
+		}
+		children(n, p, walk)
+	}
+	walk(node, path)
+	return out
+}
+
 // The CRD as committed (and as the chart and the installer ship it) declares no default inside
 // any embedded pod template, so the stored RoutingService is the manifest as written (a GitOps
 // diff finds nothing), while schemagate's own fields keep theirs.
@@ -93,6 +120,14 @@ func TestNoDefaultsInsidePodTemplates(t *testing.T) {
 			if !slices.Equal(paths, wantTemplates) {
 				t.Errorf("%s %s: pod templates %v, want %v", file, name, paths, wantTemplates)
 			}
+			for _, d := range defaultsUnder(schema, "") {
+				if strings.Contains(d, "[]") {
+					t.Errorf("%s %s: a default inside a list element, %s: a GitOps diff replaces the list whole and sees it as drift", file, name, d)
+				}
+			}
+			for _, k := range mapKeysWithoutDefault(schema, "") {
+				t.Errorf("%s %s: %s (the API server refuses the CRD)", file, name, k)
+			}
 			if len(defaultsUnder(schema, "")) == 0 {
 				t.Errorf("%s %s: no default left at all: schemagate's own defaults must stay", file, name)
 			}
@@ -115,6 +150,10 @@ spec:
           spec:
             properties:
               bake: {type: integer, default: 30}
+              checks:
+                items:
+                  properties:
+                    count: {type: integer, default: 1}
               template:
                 description: keep me
                 properties:
@@ -125,9 +164,20 @@ spec:
                         items:
                           properties:
                             ports:
+                              x-kubernetes-list-type: map
+                              x-kubernetes-list-map-keys: [containerPort, protocol]
                               items:
+                                required: [containerPort]
                                 properties:
+                                  containerPort: {type: integer}
                                   protocol: {type: string, default: TCP, description: drop me}
+                            env:
+                              x-kubernetes-list-type: map
+                              x-kubernetes-list-map-keys: [name]
+                              items:
+                                required: [name]
+                                properties:
+                                  name: {type: string}
                             default: {type: string}
                             description: {type: string}
               schema:
@@ -167,6 +217,9 @@ spec:
 		t.Fatal(err)
 	}
 	schema := crd["spec"].(map[string]any)["versions"].([]any)[0].(map[string]any)["schema"].(map[string]any)["openAPIV3Schema"].(map[string]any)
+	if bad := mapKeysWithoutDefault(schema, ""); len(bad) > 0 {
+		t.Errorf("list-map keys left without a default: %v", bad)
+	}
 	if got := defaultsUnder(schema, ""); !slices.Equal(got, []string{"spec.bake"}) {
 		t.Errorf("defaults left: %v, want only spec.bake", got)
 	}
@@ -185,6 +238,13 @@ spec:
 		if _, ok := containers[p]; !ok {
 			t.Errorf("property %q removed", p)
 		}
+	}
+	// ports (a defaulted key) became atomic; env (a required key) stays a map.
+	if ports := containers["ports"].(map[string]any); ports["x-kubernetes-list-type"] != "atomic" || ports["x-kubernetes-list-map-keys"] != nil {
+		t.Errorf("ports: %v", ports)
+	}
+	if env := containers["env"].(map[string]any); env["x-kubernetes-list-type"] != "map" {
+		t.Errorf("env: %v", env)
 	}
 
 	for _, bad := range []string{"kind: CustomResourceDefinition\n", "spec: {versions: [{name: v1, schema: {openAPIV3Schema: {properties: {spec: {}}}}}]}\n"} {

@@ -6,7 +6,9 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -185,4 +187,46 @@ func setFieldsDiffer(path string, want, have any, inList bool) []string {
 		}
 		return nil
 	}
+}
+
+// kubectl get names the columns for what they show, and -o wide adds the Stalled condition, the
+// revisions, spec.paused and the Ready message.
+func TestKubectlGetColumns(t *testing.T) {
+	t.Parallel()
+	ns := kit.NewNamespace(t)
+	file := filepath.Join(t.TempDir(), "columns.yaml")
+	if err := os.WriteFile(file, []byte(gitopsManifest), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := kubectl(t, "apply", "--server-side", "-n", ns, "-f", file); err != nil {
+		t.Fatalf("apply: %v\n%s", err, out)
+	}
+	story.Eventually(t, 20*time.Second, "the columns", func() error {
+		out, err := kubectl(t, "get", "-n", ns, "rsvc", "drift")
+		if err != nil {
+			return fmt.Errorf("%v: %s", err, out)
+		}
+		header := strings.Fields(strings.SplitN(out, "\n", 2)[0])
+		if want := []string{"NAME", "READY", "REASON", "CONFIRMED", "REQUIRED", "SHARDS", "AGE"}; !slices.Equal(header, want) {
+			return fmt.Errorf("columns %v, want %v", header, want)
+		}
+		out, err = kubectl(t, "get", "-n", ns, "rsvc", "drift", "-o", "wide")
+		if err != nil {
+			return fmt.Errorf("%v: %s", err, out)
+		}
+		lines := strings.SplitN(out, "\n", 3)
+		header = strings.Fields(lines[0])
+		if want := []string{"NAME", "READY", "REASON", "CONFIRMED", "REQUIRED", "SHARDS", "AGE", "STALLED", "UPDATE", "STABLE", "PAUSED", "MESSAGE"}; !slices.Equal(header, want) {
+			return fmt.Errorf("wide columns %v, want %v", header, want)
+		}
+		// The update revision and the Ready message are there once the manager has seen it.
+		rev, err := kubectl(t, "get", "-n", ns, "rsvc", "drift", "-o", "jsonpath={.status.updateRevision}")
+		if err != nil || rev == "" {
+			return fmt.Errorf("no updateRevision yet: %v %s", err, rev)
+		}
+		if len(lines) < 2 || !strings.Contains(lines[1], " "+rev+" ") || !strings.Contains(lines[1], "migration Job") {
+			return fmt.Errorf("wide row %q lacks the revision %s or the message", lines[1], rev)
+		}
+		return nil
+	})
 }
