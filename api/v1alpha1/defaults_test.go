@@ -118,6 +118,14 @@ func TestCRDDefaultsMatchGoConstants(t *testing.T) {
 		"strategy.checks.consecutiveErrorLimit":     DefaultConsecutiveErrorLimit,
 		"strategy.checks.timeoutSeconds":            DefaultMeasurementTimeoutSeconds,
 	}
+	// Inside a list element the CRD declares no default (hack/crdtrim removes them: a GitOps diff
+	// replaces a list whole, so a default filled in one element is drift); the accessors apply
+	// the Go constants alone there.
+	for p := range want {
+		if strings.HasPrefix(p, "strategy.checks.") {
+			delete(want, p)
+		}
+	}
 	got := specDefaults(t)
 	var paths []string
 	for p := range got {

@@ -108,8 +108,8 @@ type SchemaSpec struct {
 	// confirms nothing. JobSuccess: the success of the migration Job is enough when its pod leaves
 	// no report that parses, for migration images that cannot write one (a report that parses
 	// still decides); a Job that exits 0 without migrating then opens the gate.
-	// Report is the default because a Complete Job is not a migrated database (issue 10,
-	// scenario S-24).
+	// Report is the default because a Complete Job is not a migrated database: a Job can succeed
+	// while the database still reports the old version.
 	// +optional
 	// +kubebuilder:default=Report
 	Evidence SchemaEvidence `json:"evidence,omitempty"`
@@ -118,7 +118,7 @@ type SchemaSpec struct {
 	// changing it, and writes a schema report. schemagate runs it instead of the migration when
 	// the Job that confirmed the current version is gone (a ttlSecondsAfterFinished, a person):
 	// conditions stay as they are while it runs, no migration runs again, and nothing is scaled
-	// up until it reports (scenario S-23). Without it, lost evidence is reported and waits for a
+	// up until it reports. Without it, lost evidence is reported and waits for a
 	// retry annotation.
 	// +optional
 	Check *SchemaCheckSpec `json:"check,omitempty"`
@@ -249,7 +249,7 @@ type ShardSpec struct {
 	// replicas is the number of pods the shard runs (>= 0). A change applies at once to the
 	// revision serving the shard, whatever the rollout is doing (migrating, stalled, not yet at
 	// this shard), within maxSurge/maxUnavailable; mid-step, the serving revision grows first,
-	// never the one being proven (scenario S-18). Paused excepted.
+	// never the one being proven. Paused excepted.
 	// +required
 	// +kubebuilder:validation:Minimum=0
 	// +kubebuilder:validation:Maximum=10000
@@ -269,7 +269,7 @@ type FailurePolicy string
 const (
 	// FailurePolicyRollback returns every shard the failed revision touched (and only those) to the
 	// revision that last served that shard alone and fully, scaling it up before the failed one
-	// down (scenarios S-08, S-17).
+	// down, so the shard never has fewer available pods than its floor while it goes back.
 	FailurePolicyRollback FailurePolicy = "Rollback"
 	// FailurePolicyHalt stops where the rollout is and touches nothing more.
 	FailurePolicyHalt FailurePolicy = "Halt"
@@ -348,7 +348,7 @@ type RolloutStrategy struct {
 	// +kubebuilder:validation:Maximum=100
 	JobHistoryLimit *int32 `json:"jobHistoryLimit,omitempty"`
 
-	// checks judge each shard by what the service does, not only by pod readiness (issue 11): they
+	// checks judge each shard by what the service does, not only by pod readiness: they
 	// run during each shard's bake, and the shard is promoted only once every check passed and
 	// bakeSeconds have passed. A check that fails fails the shard at once, without waiting for the
 	// progress deadline, and failurePolicy applies; a dryRun check is reported and never fails
@@ -719,7 +719,7 @@ type SchemaStatus struct {
 	// schema report of a migration or check Job this RoutingService owns (with evidence Report),
 	// or from the success of its migration Jobs (JobSuccess). It is read back from those Jobs and
 	// their pods on every reconcile, never trusted from this field, an annotation, or another
-	// object (scenario S-03).
+	// object, so a hand-edited status cannot open the gate.
 	// +optional
 	ConfirmedVersion string `json:"confirmedVersion,omitempty"`
 
@@ -818,7 +818,7 @@ type ShardStatus struct {
 	// progressStartTime is when the shard began progressing towards stepRevision; the progress
 	// deadline is measured from it. A shard that stops being fully available while it bakes goes
 	// back to Progressing without a fresh deadline, so a revision that flaps (ready, then crashing
-	// under load) still fails in bounded time (I3, scenario R-3).
+	// under load) still fails within its progress deadline.
 	// +optional
 	ProgressStartTime *metav1.Time `json:"progressStartTime,omitempty"`
 	// checks report spec.strategy.checks for this shard and stepRevision, once they ran: one entry
@@ -882,14 +882,14 @@ type RolloutFailure struct {
 // AnnotationAbort, set to any new value (kubectl annotate --overwrite rsvc/NAME
 // schemagate.io/abort=$(date +%s)), aborts the rollout in progress: the update revision is treated
 // as failed and rolled back to the stable revision, whatever failurePolicy says. With nothing in
-// progress it changes nothing (scenario S-09). It is an annotation, not a spec field, so Argo CD
+// progress it changes nothing. It is an annotation, not a spec field, so Argo CD
 // and Flux self-heal leave it alone, and the controller never clears it: it records the value it
 // handled in status.lastHandledAbort and on the RoutingService's ReplicaSets
 // (schemagate.io/handled-abort), so a lost or restored status never makes it act again.
 const AnnotationAbort = "schemagate.io/abort"
 
 // AnnotationRetry, set to any new value, retries what failed: a failed (or timed-out) migration
-// runs again as a new Job, attempt n+1 (the failed Job is kept for its logs; scenario S-05, S-06),
+// runs again as a new Job, attempt n+1 (the failed Job is kept for its logs),
 // or a revision whose shard missed its progress deadline is tried again from that shard; an
 // aborted rollout resumes from the first shard it has not promoted. With nothing failed it changes
 // nothing. Handled once per value (status.lastHandledRetry, and on the ReplicaSets:
@@ -906,7 +906,7 @@ const AnnotationPromote = "schemagate.io/promote"
 type RoutingServiceStatus struct {
 	// observedGeneration is the metadata.generation this status was computed for. It defaults to 0
 	// (the API server fills it in before schemagate has written any status), so tools that read
-	// kstatus (Flux, Helm 4) see a new RoutingService as InProgress, not Current (scenario S-13).
+	// kstatus (Flux, Helm 4) see a new RoutingService as InProgress, not Current.
 	// +optional
 	// +kubebuilder:default=0
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
@@ -969,10 +969,15 @@ type RoutingServiceStatus struct {
 // +kubebuilder:resource:shortName=rsvc,categories=schemagate
 // +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
 // +kubebuilder:printcolumn:name="Reason",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].reason`
-// +kubebuilder:printcolumn:name="Schema",type=string,JSONPath=`.status.schema.confirmedVersion`,description="Confirmed schema version"
-// +kubebuilder:printcolumn:name="Required",type=string,JSONPath=`.spec.schema.version`,description="Required schema version"
+// +kubebuilder:printcolumn:name="Confirmed",type=string,JSONPath=`.status.schema.confirmedVersion`,description="Schema version the database is confirmed to be at"
+// +kubebuilder:printcolumn:name="Required",type=string,JSONPath=`.spec.schema.version`,description="Schema version the spec's revision needs"
 // +kubebuilder:printcolumn:name="Shards",type=string,JSONPath=`.status.promotedShards`,description="Shards promoted/total"
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+// +kubebuilder:printcolumn:name="Stalled",type=string,JSONPath=`.status.conditions[?(@.type=="Stalled")].status`,priority=1,description="Stalled: a person is needed"
+// +kubebuilder:printcolumn:name="Update",type=string,JSONPath=`.status.updateRevision`,priority=1,description="Revision of the current spec"
+// +kubebuilder:printcolumn:name="Stable",type=string,JSONPath=`.status.stableRevision`,priority=1,description="Last revision promoted in every shard"
+// +kubebuilder:printcolumn:name="Paused",type=boolean,JSONPath=`.spec.paused`,priority=1
+// +kubebuilder:printcolumn:name="Message",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].message`,priority=1
 // +kubebuilder:validation:XValidation:rule="size(self.metadata.name) <= 40",message="metadata.name must be at most 40 characters (it prefixes ReplicaSet and Job names)"
 type RoutingService struct {
 	metav1.TypeMeta   `json:",inline"`

@@ -469,3 +469,38 @@ func TestGetWatchFollowsChanges(t *testing.T) {
 		t.Errorf("%d frames:\n%s", len(frames), res.out)
 	}
 }
+
+// get -w on a name that does not exist yet waits for it (exit 1 would say Stalled), then follows
+// it as usual; a RoutingService deleted while watched ends the watch with 2, not 1.
+func TestGetWatchWaitsForCreationAndReportsDeletion(t *testing.T) {
+	w := newWorld(t, "healthy", "2026-11-30T06:56:53Z")
+	cl := fakeClients(w.objs)
+	created := make(chan error, 1)
+	go func(cl *clients, u *unstructured.Unstructured) {
+		time.Sleep(300 * time.Millisecond)
+		_, err := cl.dyn.Resource(rsvcGVR).Namespace(u.GetNamespace()).Create(context.Background(), u, metav1.CreateOptions{})
+		created <- err
+	}(cl, w.u)
+	res := runWith(cl, w.now, "get", "rs-a", "-n", w.r.Namespace, "-w")
+	if res.code != 0 || !strings.Contains(res.err, "waiting for it to be created") || strings.Count(res.out, "Name:") != 1 {
+		t.Errorf("created later: exit %d\n%s\n%s", res.code, res.out, res.err)
+	}
+	if err := <-created; err != nil {
+		t.Fatal(err)
+	}
+
+	w = newWorld(t, "progressing", "2026-11-30T06:52:00Z")
+	cl = w.clients()
+	go func(cl *clients, ns string) {
+		time.Sleep(300 * time.Millisecond)
+		_ = cl.dyn.Resource(rsvcGVR).Namespace(ns).Delete(context.Background(), "rs-a", metav1.DeleteOptions{})
+	}(cl, w.r.Namespace)
+	res = runWith(cl, w.now, "get", "rs-a", "-n", w.r.Namespace, "-w")
+	if res.code != codeFailed || !strings.Contains(res.err, "was deleted") {
+		t.Errorf("deleted: exit %d\n%s", res.code, res.err)
+	}
+	// Without -w a missing name is still an error at once.
+	if res := runWith(fakeClients(Objects{}), w.now, "get", "rs-a", "-n", w.r.Namespace); res.code == 0 || !strings.Contains(res.err, "not found") {
+		t.Errorf("get without -w: exit %d %s", res.code, res.err)
+	}
+}

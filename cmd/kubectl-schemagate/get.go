@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"strings"
@@ -48,8 +49,9 @@ age). Objects are found by the label schemagate.io/name.
 
 With -w the screen is redrawn on every change of the RoutingService, its ReplicaSets, Jobs or Pods
 (at most 4 times a second; the screen is cleared only when the output is a terminal, otherwise
-each new view is appended). It exits when the rollout of the current generation is over: 0 once
-Ready=True, 1 once Stalled=True. --keep-watching keeps it running.
+each new view is appended). A RoutingService that does not exist yet is waited for. It exits when
+the rollout of the current generation is over: 0 once Ready=True, 1 once Stalled=True; 2 when the
+watch fails or the RoutingService is deleted. --keep-watching keeps it running.
 
 Colours are used on a terminal unless --no-color is given or NO_COLOR is set.`,
 		Example: `  kubectl schemagate get edge-router
@@ -79,13 +81,31 @@ func (a *app) colors(w io.Writer, noColor bool) palette {
 	return palette{on: !noColor && a.getenv("NO_COLOR") == "" && a.tty(w)}
 }
 
+// Exit codes of `get -w` besides 0 (Ready) and codeStalled: the watch itself failed, or the
+// RoutingService was deleted while watched (status's codeFailed).
+const codeWatchFailed = codeFailed
+
 func (a *app) runGet(ctx context.Context, name string, o *getOptions) error {
 	ns, cl, _, r, err := a.read(ctx, name)
+	var nf *notFoundError
+	if o.watch && errors.As(err, &nf) {
+		// Like kubectl get -w: a name that does not exist yet is waited for (an apply that
+		// has not landed, a watch started first in another terminal).
+		fmt.Fprintf(a.streams.ErrOut, "%v; waiting for it to be created\n", err)
+		err = nil
+	}
 	if err != nil {
 		return err
 	}
 	if o.watch {
-		return a.watchGet(ctx, cl, ns, name, o)
+		if err := a.watchGet(ctx, cl, ns, name, o); err != nil {
+			var ee *exitError
+			if errors.As(err, &ee) {
+				return err
+			}
+			return &exitError{code: codeWatchFailed, err: err}
+		}
+		return nil
 	}
 	objs, err := cl.objects(ctx, ns, name)
 	if err != nil {
@@ -208,14 +228,19 @@ func (a *app) watchGet(ctx context.Context, cl *clients, ns, name string, o *get
 	tty := a.tty(a.streams.Out)
 	scr := &screen{w: a.streams.Out, tty: tty && o.output == ""}
 	pal := a.colors(a.streams.Out, o.noColor)
+	seen := false
 	draw := func() (done bool, code int, err error) {
 		item, exists, err := rsvcInf.GetStore().GetByKey(ns + "/" + name)
 		if err != nil {
 			return false, 0, err
 		}
-		if !exists {
+		switch {
+		case !exists && seen:
 			return false, 0, fmt.Errorf("RoutingService %s/%s was deleted", ns, name)
+		case !exists:
+			return false, 0, nil // not created yet: the informer wakes us when it is
 		}
+		seen = true
 		r, err := toTyped(item.(*unstructured.Unstructured))
 		if err != nil {
 			return false, 0, err

@@ -47,12 +47,15 @@ func newPlanCommand(flags *genericclioptions.ConfigFlags, streams genericiooptio
 		Use:   "plan -f FILE [NAME]",
 		Short: "Show what applying FILE would do: revision, migration, shards, duration, risks",
 		Long: `plan reads a RoutingService manifest (FILE, or - for stdin; NAME picks one when FILE holds
-several), validates it as the API server would (the CRD's schema, defaults and CEL rules, offline),
-compares it with the live object (unless --offline or it does not exist yet) and prints what
-applying it would do: a new revision or not, the migration (from which schema version to which),
-which shards re-roll in what order, the pods each replaces and the availability floor, a duration
-range from the deadlines, bake and checks, and the risky changes (a lower schema version, a shard
-reorder or nodeSelector change that re-rolls every shard, a removed shard, ...).
+several), validates it as the API server would (the CRD's schema, defaults and CEL rules, unknown
+fields refused as kubectl apply's strict field validation does, offline) and as schemagate would
+(every check's CEL condition compiles), compares it with the live object and its status (unless
+--offline or it does not exist yet) and prints what applying it would do: a new revision or not,
+the migration (from which schema version to which), which shards re-roll in what order (a shard
+already on the manifest's revision, such as after a revert to the stable spec, does not), the
+pods each replaces and the availability floor, replica changes, a duration range from the
+deadlines, bake and checks, and the risky changes (a lower schema version, a shard reorder or
+nodeSelector change that re-rolls every shard, a removed shard, evidence JobSuccess, ...).
 
 Exit codes: 0 success; 1 an error or an invalid manifest; with --exit-code, 2 when applying it
 starts a rollout (0 when it does not).`,
@@ -108,6 +111,14 @@ func (o *planOptions) run(ctx context.Context, flags *genericclioptions.ConfigFl
 	next := &routingv1alpha1.RoutingService{}
 	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u, next); err != nil {
 		return fmt.Errorf("%s: %w", o.file, err)
+	}
+	if errs := preview.ConditionErrors(&next.Spec); len(errs) > 0 {
+		var b strings.Builder
+		fmt.Fprintf(&b, "The RoutingService %q cannot run (the API server accepts it, but schemagate refuses it before any shard moves):", next.Name)
+		for _, e := range errs {
+			fmt.Fprintf(&b, "\n  * %s", e.Error())
+		}
+		return &exitError{code: 1, err: errors.New(b.String())}
 	}
 	if next.Namespace == "" {
 		ns, _, err := flags.ToRawKubeConfigLoader().Namespace()

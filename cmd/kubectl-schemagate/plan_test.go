@@ -62,6 +62,14 @@ func TestPlanBadInput(t *testing.T) {
 		{"empty", "", "", "", "- is empty"},
 		{"output", string(sample), "", "wide", "--output must be json or yaml"},
 		{"newer version", strings.Replace(string(sample), "v1alpha1", "v1beta1", 1), "", "", "this plugin reads routing.schemagate.io/v1alpha1: upgrade the plugin"},
+		{"typo'd field", strings.Replace(string(sample), "    replicas: 3\n", "    replica: 3\n", 1), "", "",
+			"spec.shards[0].replica: Forbidden: unknown field"},
+		{"condition that does not compile", strings.Replace(string(sample), "successCondition: result < 0.01", "successCondition: result <", 1), "", "",
+			"spec.strategy.checks[0].prometheus.successCondition: Invalid value: \"result <\": does not compile"},
+		{"condition that is not a bool", strings.Replace(string(sample), "successCondition: result < 0.01", "successCondition: result * 2.0", 1), "", "",
+			"yields double, not bool"},
+		{"failure condition over an unknown variable", strings.Replace(string(sample), "successCondition: result < 0.01", "successCondition: result < 0.01\n        failureCondition: ratio > 0.05", 1), "", "",
+			"spec.strategy.checks[0].prometheus.failureCondition"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

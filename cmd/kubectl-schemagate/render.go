@@ -279,7 +279,11 @@ func podNode(p PodView) *node {
 	if status == "Running" && p.IsReady {
 		color = sgrGreen
 	}
-	details := fmt.Sprintf("%s ready, %d %s", p.Ready, p.Restarts, plural(int(p.Restarts), "restart", "restarts"))
+	state := p.Ready + " ready"
+	if p.Finished {
+		state = p.Exited + " exited"
+	}
+	details := fmt.Sprintf("%s, %d %s", state, p.Restarts, plural(int(p.Restarts), "restart", "restarts"))
 	if p.Node != "" {
 		details += ", on " + p.Node
 	}

@@ -219,9 +219,14 @@ type JobView struct {
 
 // PodView is one pod, with the STATUS kubectl would print for it.
 type PodView struct {
-	Name     string    `json:"name"`
-	Status   string    `json:"status"`
+	Name   string `json:"name"`
+	Status string `json:"status"`
+	// Ready is "<ready containers>/<containers>"; Finished says the pod is over (phase Succeeded
+	// or Failed, as a Job's pods end), when Exited ("<terminated containers>/<containers>") says
+	// more than readiness, which a finished pod never has.
 	Ready    string    `json:"ready"`
+	Finished bool      `json:"finished,omitempty"`
+	Exited   string    `json:"exited,omitempty"`
 	IsReady  bool      `json:"isReady"`
 	Restarts int32     `json:"restarts"`
 	Node     string    `json:"node,omitempty"`
@@ -698,6 +703,15 @@ func podView(p corev1.Pod, now time.Time) PodView {
 	}
 	v.Status = status
 	v.Ready = fmt.Sprintf("%d/%d", ready, total)
+	if p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
+		exited := 0
+		for _, cs := range p.Status.ContainerStatuses {
+			if cs.State.Terminated != nil {
+				exited++
+			}
+		}
+		v.Finished, v.Exited = true, fmt.Sprintf("%d/%d", exited, total)
+	}
 	for _, c := range p.Status.Conditions {
 		if c.Type == corev1.PodReady && c.Status == corev1.ConditionTrue {
 			v.IsReady = true

@@ -96,9 +96,12 @@ func Compute(live, next *routingv1alpha1.RoutingService) Preview {
 	if live != nil {
 		p.CurrentRevision = rollout.Revision(&live.Spec)
 	}
-	p.Rollout = p.CurrentRevision != p.NextRevision
 	p.migration(live, next)
 	p.shards(live, next)
+	p.Rollout = false
+	for _, s := range p.Shards {
+		p.Rollout = p.Rollout || s.Action == "re-roll" || s.Action == "create"
+	}
 	p.changes(live, next)
 	p.risks(live, next)
 	p.Duration = Range{Max: p.Migration.Deadline}
@@ -130,6 +133,12 @@ func (p *Preview) shards(live, next *routingv1alpha1.RoutingService) {
 			liveShards[s.Name] = s
 		}
 	}
+	served := servedRevisions(live, p.CurrentRevision)
+	newRevision := p.CurrentRevision != p.NextRevision
+	// Back to the stable revision (a revert of a rollout that failed or is under way): a shard
+	// already fully on it is promoted at once, without bake or checks (the planner's rule for the
+	// stable revision), and only pods of the live spec's revision are replaced.
+	toStable := live != nil && newRevision && p.NextRevision == live.Status.StableRevision
 	st := next.Spec.Strategy
 	for i, s := range next.Spec.Shards {
 		b := rollout.ResolveBudget(s.Replicas, st.MaxSurge, st.MaxUnavailable)
@@ -138,13 +147,23 @@ func (p *Preview) shards(live, next *routingv1alpha1.RoutingService) {
 		if existed {
 			sh.LiveReplicas = old.Replicas
 		}
+		now, known := served[s.Name]
 		switch {
 		case !existed:
 			sh.Action, sh.Replaced = "create", 0
-			sh.Duration = stepDuration(next, s, b, i == 0)
-		case p.Rollout:
-			sh.Action, sh.Replaced = "re-roll", s.Replicas
-			sh.Duration = stepDuration(next, s, b, i == 0)
+			sh.Duration = stepDuration(next, s, b, i == 0, toStable)
+		case newRevision && known && now.Revision == p.NextRevision && now.Updated == 0:
+			// It serves the manifest's revision with no pod of the live spec's: nothing to replace.
+			if old.Replicas != s.Replicas {
+				sh.Action = "scale"
+			}
+		case newRevision:
+			sh.Action, sh.Replaced = "re-roll", old.Replicas
+			if known && now.Revision == p.NextRevision {
+				// Only the live revision's pods go (a shard rolled back, or part way through).
+				sh.Replaced = min(now.Updated, old.Replicas)
+			}
+			sh.Duration = stepDuration(next, s, b, i == 0, toStable)
 		case old.Replicas != s.Replicas:
 			sh.Action = "scale"
 		}
@@ -160,15 +179,35 @@ func (p *Preview) shards(live, next *routingv1alpha1.RoutingService) {
 	}
 }
 
+// servedRevisions returns, by shard name, what the live object's status says each shard serves:
+// its revision and how many pods it has of the live spec's revision (currentRevision). Nothing
+// when the status is not of the live spec (status.updateRevision differs: not reconciled yet).
+func servedRevisions(live *routingv1alpha1.RoutingService, currentRevision string) map[string]routingv1alpha1.ShardStatus {
+	out := map[string]routingv1alpha1.ShardStatus{}
+	if live == nil || live.Status.UpdateRevision != currentRevision {
+		return out
+	}
+	for _, s := range live.Status.Shards {
+		if s.Revision != "" {
+			out[s.Name] = s
+		}
+	}
+	return out
+}
+
 // stepDuration is a shard step's range. Min: one rolling wave per surge-and-unavailable batch
 // of minReadySeconds, then the bake and the shortest the checks can take; Max: the progress
 // deadline (past it the step fails), then the longer of the bake and the longest the checks may
-// take. Pre-checks come before either.
-func stepDuration(rsvc *routingv1alpha1.RoutingService, s routingv1alpha1.ShardSpec, b rollout.Budget, first bool) Range {
+// take. Pre-checks come before either. Towards the stable revision (toStable) there is no bake,
+// check or pre-check: the progress alone.
+func stepDuration(rsvc *routingv1alpha1.RoutingService, s routingv1alpha1.ShardSpec, b rollout.Budget, first, toStable bool) Range {
 	st := rsvc.Spec.Strategy
 	batch := max(1, b.Surge+b.Unavailable)
 	waves := (s.Replicas + batch - 1) / batch
 	r := Range{Min: time.Duration(waves) * seconds(int64(st.MinReadySecondsOrDefault())), Max: st.ProgressDeadline()}
+	if toStable {
+		return r
+	}
 	bake := st.Bake()
 	var checkMin, checkMax, preMin, preMax time.Duration
 	for i := range st.Checks {
@@ -222,9 +261,16 @@ func (p *Preview) changes(live, next *routingv1alpha1.RoutingService) {
 	if l.Paused != n.Paused {
 		p.Changes = append(p.Changes, fmt.Sprintf("spec.paused: %v → %v", l.Paused, n.Paused))
 	}
+	if l.Schema.Evidence != n.Schema.Evidence {
+		p.Changes = append(p.Changes, fmt.Sprintf("spec.schema.evidence: %s → %s (what confirms the next schema version)", orDefault(l.Schema.Evidence), orDefault(n.Schema.Evidence)))
+	}
 	for _, s := range p.Shards {
-		if s.Action == "scale" {
-			p.Changes = append(p.Changes, fmt.Sprintf("shard %s: replicas %d → %d", s.Name, s.LiveReplicas, s.Replicas))
+		if s.Action != "create" && s.Action != "remove" && s.LiveReplicas != s.Replicas {
+			note := ""
+			if s.Action == "re-roll" {
+				note = " (the new revision's ReplicaSet is sized to it)"
+			}
+			p.Changes = append(p.Changes, fmt.Sprintf("shard %s: replicas %d → %d%s", s.Name, s.LiveReplicas, s.Replicas, note))
 		}
 	}
 }
@@ -234,8 +280,11 @@ func (p *Preview) risks(live, next *routingv1alpha1.RoutingService) {
 	if next.Spec.Strategy.FailurePolicyOrDefault() == routingv1alpha1.FailurePolicyHalt && p.Rollout {
 		p.Risks = append(p.Risks, Risk{"spec.strategy.failurePolicy", "Halt: a failed shard stays on the failed revision until a person acts"})
 	}
+	if n.Schema.Evidence == routingv1alpha1.SchemaEvidenceJobSuccess {
+		p.Risks = append(p.Risks, Risk{"spec.schema.evidence", "JobSuccess: a migration Job that succeeds without a schema report opens the gate, so a Job that exits 0 without migrating lets pods needing schema " + n.Schema.Version + " run on an older database; Report (the default) waits for the database to confirm it"})
+	}
 	for _, s := range p.Shards {
-		if s.Action != "remove" && s.Replicas > 0 && s.Floor < s.Replicas && p.Rollout {
+		if (s.Action == "re-roll" || s.Action == "create") && s.Replicas > 0 && s.Floor < s.Replicas {
 			p.Risks = append(p.Risks, Risk{"spec.strategy.maxUnavailable", fmt.Sprintf("shard %s may drop to %d of %d available pods while it re-rolls", s.Name, s.Floor, s.Replicas)})
 		}
 	}
@@ -279,6 +328,13 @@ func (p *Preview) risks(live, next *routingv1alpha1.RoutingService) {
 	if len(l.Strategy.Checks) > 0 && len(n.Strategy.Checks) == 0 {
 		p.Risks = append(p.Risks, Risk{"spec.strategy.checks", "every check is removed: shards are judged by pod readiness alone"})
 	}
+}
+
+func orDefault(e routingv1alpha1.SchemaEvidence) routingv1alpha1.SchemaEvidence {
+	if e == "" {
+		return routingv1alpha1.SchemaEvidenceReport
+	}
+	return e
 }
 
 func maxVersion(a, b string) string {

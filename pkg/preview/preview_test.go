@@ -6,12 +6,14 @@ import (
 	"flag"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
 
 	routingv1alpha1 "github.com/schemagate/schemagate/api/v1alpha1"
+	"github.com/schemagate/schemagate/pkg/rollout"
 	"github.com/schemagate/schemagate/pkg/validate"
 	"sigs.k8s.io/yaml"
 )
@@ -58,23 +60,25 @@ func TestGolden(t *testing.T) {
 		edit func(*routingv1alpha1.RoutingService)
 		// rollout is whether the change starts a rollout (plan --exit-code 2).
 		rollout bool
+		// liveEdit, when set, changes the live object (its spec and status).
+		liveEdit func(*routingv1alpha1.RoutingService)
 	}{
-		"new":       {false, func(*routingv1alpha1.RoutingService) {}, true},
-		"unchanged": {true, func(*routingv1alpha1.RoutingService) {}, false},
+		"new":       {false, func(*routingv1alpha1.RoutingService) {}, true, nil},
+		"unchanged": {true, func(*routingv1alpha1.RoutingService) {}, false, nil},
 		"image": {true, func(r *routingv1alpha1.RoutingService) {
 			r.Spec.Template.Spec.Containers[0].Image = "registry.example/edge-router:v2"
-		}, true},
+		}, true, nil},
 		"schema-bump": {true, func(r *routingv1alpha1.RoutingService) {
 			r.Spec.Template.Spec.Containers[0].Image = "registry.example/edge-router:v2"
 			r.Spec.Schema.Version = "2"
-		}, true},
+		}, true, nil},
 		"scale-and-strategy": {true, func(r *routingv1alpha1.RoutingService) {
 			r.Spec.Shards[1].Replicas = 5
 			r.Spec.Strategy.BakeSeconds = ptr.To(int32(120))
-		}, false},
+		}, false, nil},
 		"reorder": {true, func(r *routingv1alpha1.RoutingService) {
 			r.Spec.Shards[0], r.Spec.Shards[1] = r.Spec.Shards[1], r.Spec.Shards[0]
-		}, true},
+		}, true, nil},
 		"risky": {true, func(r *routingv1alpha1.RoutingService) {
 			r.Spec.Schema.Version = "0.9"
 			r.Spec.Shards = r.Spec.Shards[:2]
@@ -82,7 +86,26 @@ func TestGolden(t *testing.T) {
 			r.Spec.Strategy.MaxUnavailable = ptr.To(intstr.FromInt32(1))
 			r.Spec.Strategy.FailurePolicy = routingv1alpha1.FailurePolicyHalt
 			r.Spec.Strategy.Checks = nil
-		}, true},
+		}, true, nil},
+		// The manifest goes back to the stable revision while v2 is part way: us-east serves v2,
+		// eu-west has 1 pod of v2 beside its v1 pods, ap-south never started. Only those v2 pods
+		// are replaced, without bake or checks.
+		"revert-mid-rollout": {true, func(*routingv1alpha1.RoutingService) {}, true, func(l *routingv1alpha1.RoutingService) {
+			servingV2(t, l, map[string]int32{"us-east": 3, "eu-west": 1, "ap-south": 0})
+		}},
+		// The same after a failed v2 was rolled back in us-east: every shard serves v1 again.
+		"revert-after-rollback": {true, func(*routingv1alpha1.RoutingService) {}, false, func(l *routingv1alpha1.RoutingService) {
+			servingV2(t, l, map[string]int32{"us-east": 0, "eu-west": 0, "ap-south": 0})
+		}},
+		// A new image with more replicas in one shard, compared with a live object someone scaled
+		// by hand in another: both replica changes are listed beside the rollout.
+		"image-and-replicas": {true, func(r *routingv1alpha1.RoutingService) {
+			r.Spec.Template.Spec.Containers[0].Image = "registry.example/edge-router:v2"
+			r.Spec.Shards[0].Replicas = 4
+		}, true, func(l *routingv1alpha1.RoutingService) { l.Spec.Shards[2].Replicas = 5 }},
+		"job-success-evidence": {true, func(r *routingv1alpha1.RoutingService) {
+			r.Spec.Schema.Evidence = routingv1alpha1.SchemaEvidenceJobSuccess
+		}, false, nil},
 	}
 	for name, c := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -91,6 +114,9 @@ func TestGolden(t *testing.T) {
 			var l *routingv1alpha1.RoutingService
 			if c.live {
 				l = live(t)
+				if c.liveEdit != nil {
+					c.liveEdit(l)
+				}
 			}
 			p := Compute(l, next)
 			if p.Rollout != c.rollout {
@@ -117,6 +143,28 @@ func TestGolden(t *testing.T) {
 	}
 }
 
+// servingV2 makes l a live object whose spec is the sample with image v2 (status.updateRevision)
+// after v1 (status.stableRevision), with v2Pods[shard] pods of v2 in each shard: a shard serves v2
+// when v2 has most of its pods.
+func servingV2(t *testing.T, l *routingv1alpha1.RoutingService, v2Pods map[string]int32) {
+	t.Helper()
+	l.Status.StableRevision = rollout.Revision(&l.Spec)
+	l.Spec.Template.Spec.Containers[0].Image = "registry.example/edge-router:v2"
+	l.Status.UpdateRevision = rollout.Revision(&l.Spec)
+	for _, sh := range l.Spec.Shards {
+		n, ok := v2Pods[sh.Name]
+		if !ok {
+			t.Fatalf("no pod count for shard %s", sh.Name)
+		}
+		rev := l.Status.StableRevision
+		if 2*n > sh.Replicas {
+			rev = l.Status.UpdateRevision
+		}
+		l.Status.Shards = append(l.Status.Shards, routingv1alpha1.ShardStatus{Name: sh.Name, Revision: rev,
+			Replicas: sh.Replicas, Updated: n, Ready: sh.Replicas, Available: sh.Replicas})
+	}
+}
+
 // FuzzCompute: any pair of manifests that decode as RoutingServices previews without a panic.
 func FuzzCompute(f *testing.F) {
 	raw, err := os.ReadFile(filepath.Join("..", "..", "config", "samples", "routing_v1alpha1_routingservice.yaml"))
@@ -129,6 +177,8 @@ func FuzzCompute(f *testing.F) {
 	}
 	f.Add(sampleJSON, sampleJSON)
 	f.Add(sampleJSON, []byte(`{"spec":{"shards":[{"name":"a","replicas":-3}],"strategy":{"maxSurge":"300%","checks":[{"name":"x","count":-1,"intervalSeconds":0}]}},"status":{"schema":{"confirmedVersion":"x"}}}`))
+	f.Add([]byte(`{"status":{"stableRevision":"a","updateRevision":"b","shards":[{"name":"a","revision":"a","updatedReplicas":-1}]}}`),
+		[]byte(`{"spec":{"strategy":{"checks":[{"name":"p","prometheus":{"successCondition":"result < '","failureCondition":"[result].map(x, x > 1)"}}]}}}`))
 	f.Fuzz(func(t *testing.T, liveDoc, nextDoc []byte) {
 		var l, n routingv1alpha1.RoutingService
 		// JSON, not YAML: the fuzzer would spend its time expanding YAML aliases.
@@ -140,7 +190,44 @@ func FuzzCompute(f *testing.F) {
 			t.Fatal(err)
 		}
 		Compute(nil, &n)
+		// The CEL conditions are untrusted text too.
+		for _, e := range ConditionErrors(&n.Spec) {
+			if e.Error() == "" {
+				t.Fatal("an empty error")
+			}
+		}
 	})
+}
+
+// ConditionErrors compiles conditions as the manager's measurements do: over the double result,
+// yielding a bool.
+func TestConditionErrors(t *testing.T) {
+	cases := []struct {
+		success, failure string
+		want             string // "" for no error
+	}{
+		{"result < 0.01", "", ""},
+		{"result < 0.01", "result > 0.05", ""},
+		{"result <= 1.0 && result >= 0.0", "", ""},
+		{"result <", "", "successCondition: Invalid value: \"result <\": does not compile"},
+		{"result < 1", "", "found no matching overload"}, // CEL compares no double with an int
+		{"result * 2.0", "", "yields double, not bool"},
+		{"result < 0.01", "ratio > 1.0", "failureCondition: Invalid value: \"ratio > 1.0\": does not compile"},
+		{"", "", "successCondition"},
+		{strings.Repeat("result < 1.0 || ", 40) + "false", "", "longer than 512 bytes"},
+	}
+	for _, c := range cases {
+		spec := &routingv1alpha1.RoutingServiceSpec{}
+		spec.Strategy.Checks = []routingv1alpha1.ShardCheck{{Name: "http", HTTP: &routingv1alpha1.HTTPCheck{}},
+			{Name: "p", Prometheus: &routingv1alpha1.PrometheusCheck{SuccessCondition: c.success, FailureCondition: c.failure}}}
+		errs := ConditionErrors(spec)
+		switch {
+		case c.want == "" && len(errs) > 0:
+			t.Errorf("%q/%q: %v", c.success, c.failure, errs)
+		case c.want != "" && (len(errs) != 1 || !strings.Contains(errs[0].Error(), c.want) || !strings.HasPrefix(errs[0].Field, "spec.strategy.checks[1].prometheus.")):
+			t.Errorf("%q/%q: %v, want one error on checks[1] naming %q", c.success, c.failure, errs, c.want)
+		}
+	}
 }
 
 // docs/kubectl-schemagate.md shows the schema-bump preview exactly as the golden file has it.

@@ -24,7 +24,22 @@ func (p Preview) Write(w io.Writer) error {
 	case !p.Live:
 		fmt.Fprintf(&b, "Revision:  %s: every shard is created, one at a time\n", p.NextRevision)
 	case p.Rollout:
-		fmt.Fprintf(&b, "Revision:  %s → %s: a rollout; every shard re-rolls, one at a time\n", p.CurrentRevision, p.NextRevision)
+		rerolls, existing := 0, 0
+		for _, s := range p.Shards {
+			if s.Action != "create" && s.Action != "remove" {
+				existing++
+			}
+			if s.Action == "re-roll" {
+				rerolls++
+			}
+		}
+		which := "every shard re-rolls"
+		if rerolls < existing {
+			which = fmt.Sprintf("%d of %d shards re-roll", rerolls, existing)
+		}
+		fmt.Fprintf(&b, "Revision:  %s → %s: a rollout; %s, one at a time\n", p.CurrentRevision, p.NextRevision, which)
+	case p.CurrentRevision != p.NextRevision:
+		fmt.Fprintf(&b, "Revision:  %s → %s: no rollout, no pod replaced (every shard already serves %s)\n", p.CurrentRevision, p.NextRevision, p.NextRevision)
 	default:
 		fmt.Fprintf(&b, "Revision:  %s (unchanged): no rollout, no pod replaced\n", p.CurrentRevision)
 	}
@@ -47,7 +62,11 @@ func (p Preview) Write(w io.Writer) error {
 		what := s.Action
 		switch s.Action {
 		case "re-roll":
-			what = fmt.Sprintf("re-roll: %d pods replaced, at least %d of %d available, surge %d", s.Replaced, s.Floor, s.Replicas, s.Surge)
+			replaced := pods(s.Replaced) + " replaced"
+			if s.LiveReplicas != s.Replicas {
+				replaced = fmt.Sprintf("%s replaced by %d", pods(s.Replaced), s.Replicas)
+			}
+			what = fmt.Sprintf("re-roll: %s, at least %d of %d available, surge %d", replaced, s.Floor, s.Replicas, s.Surge)
 		case "create":
 			what = fmt.Sprintf("create: %d pods", s.Replicas)
 		case "scale":
@@ -85,6 +104,14 @@ func (p Preview) Write(w io.Writer) error {
 	}
 	_, err := io.WriteString(w, strings.Join(lines, "\n"))
 	return err
+}
+
+// pods is "1 pod" or "n pods".
+func pods(n int32) string {
+	if n == 1 {
+		return "1 pod"
+	}
+	return fmt.Sprintf("%d pods", n)
 }
 
 // String is "min – max".

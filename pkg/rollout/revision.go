@@ -29,20 +29,21 @@ import (
 // where each nodeSelector is an object ({} when unset) in shard order, and T is spec.template
 //
 //  1. encoded with encoding/json and decoded into unstructured JSON (numbers kept exact);
-//  2. with every field that the CRD defaults inside spec.template removed where its value equals
-//     that default (templateDefaults: ports[].protocol "TCP", volumes[].azureDisk.fsType "ext4",
-//     the "" and false defaults, ...), exactly as if it had been omitted;
+//  2. with every field that earlier releases' CRDs defaulted inside spec.template removed where its
+//     value equals that default (templateDefaults: ports[].protocol "TCP",
+//     volumes[].azureDisk.fsType "ext4", the "" and false defaults, ...), exactly as if it had been
+//     omitted;
 //  3. pruned, recursively and bottom-up, of every object member whose value is null, {} or []
 //     (list elements are kept in place, so a list's length and order still count);
 //
 // and the whole document is pruned like T, then encoded with object keys sorted (encoding/json's
 // map order) and hashed: the first 5 bytes of its SHA-256, hex, in Kubernetes' vowel-free alphabet.
 //
-// Why: step 2 makes the form a client reads from a manifest and the form the API server stores
-// (the CRD's structural defaults filled in) hash the same, and removing a default rather than
-// filling it in keeps every revision when a later k8s.io/api adds a default to a field that
-// already exists (the server then fills it in on read; removing it leaves the canonical form
-// unchanged). Step 3 makes a new empty or zero member of a Go type, such as "resources": {} or
+// Why: step 2 makes the form a client reads from a manifest and the form the API server stored
+// under an earlier CRD (those defaults filled in) hash the same. Today's CRD declares no default
+// inside a pod template (hack/crdtrim removes them, so a GitOps diff of manifest and live object
+// finds nothing), but a RoutingService stored before keeps the filled-in values until its
+// template is applied again; both forms keep their revision. Step 3 makes a new empty or zero member of a Go type, such as "resources": {} or
 // "creationTimestamp": null after a k8s.io/api bump, change no revision. Only a change a pod
 // would see (an image, an env value, the schema version, a shard's nodeSelector) renames the
 // revision. Changing this canonical form or templateDefaults renames the revision of every
@@ -86,7 +87,7 @@ func canonicalTemplate(tmpl any) any {
 	return prune(tmpl)
 }
 
-// fieldDefault is a default the CRD declares inside spec.template: path is relative to the
+// fieldDefault is a default an earlier CRD declared inside spec.template: path is relative to the
 // template, with "[]" after a list field meaning each of its elements.
 type fieldDefault struct {
 	path     string
@@ -94,7 +95,7 @@ type fieldDefault struct {
 	segments []string
 }
 
-// containerDefaults are the CRD's defaults inside a container (containers[], initContainers[] and
+// containerDefaults are the earlier CRDs' defaults inside a container (containers[], initContainers[] and
 // ephemeralContainers[] share them).
 var containerDefaults = []fieldDefault{
 	{path: "env[].valueFrom.configMapKeyRef.name", value: ""},
@@ -108,7 +109,7 @@ var containerDefaults = []fieldDefault{
 	{path: "startupProbe.grpc.service", value: ""},
 }
 
-// podDefaults are the CRD's defaults inside spec.template.spec, outside containers.
+// podDefaults are the earlier CRDs' defaults inside spec.template.spec, outside containers.
 var podDefaults = []fieldDefault{
 	{path: "imagePullSecrets[].name", value: ""},
 	{path: "volumes[].azureDisk.fsType", value: "ext4"},
@@ -132,10 +133,11 @@ var podDefaults = []fieldDefault{
 	{path: "volumes[].storageos.secretRef.name", value: ""},
 }
 
-// templateDefaults are all the defaults the CRD (config/crd/bases) declares inside spec.template,
-// with paths relative to the template. TestTemplateDefaultsMatchCRD fails when the CRD declares
-// one that is not here, or no longer declares one that is. Adding an entry only renames the
-// revisions of templates that set that field to its default explicitly.
+// templateDefaults are all the defaults the CRDs of earlier releases declared inside spec.template,
+// with paths relative to the template; today's CRD declares none (TestCRDDeclaresNoTemplateDefaults).
+// The list is frozen: removing an entry renames the revision of every RoutingService stored with
+// that field filled in, and adding one renames the revisions of templates that set that field to
+// that value explicitly.
 var templateDefaults = func() []fieldDefault {
 	var all []fieldDefault
 	for _, list := range []string{"containers", "initContainers", "ephemeralContainers"} {

@@ -3,6 +3,8 @@ package rollout
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
+	"maps"
 	"os"
 	"reflect"
 	"slices"
@@ -308,21 +310,26 @@ func mustJSON(t testing.TB, v any) string {
 	return string(b)
 }
 
-// TestRevisionServerDefaults: a spec and the same spec with the CRD's defaults filled in, as the
-// API server returns it, have the same revision (S-22 a).
+// TestRevisionServerDefaults: a spec, the same spec with the CRD's defaults filled in as the API
+// server returns it, and the same spec as an earlier release's CRD stored it (with the defaults it
+// declared inside spec.template), have the same revision (S-22 a).
 func TestRevisionServerDefaults(t *testing.T) {
 	schema := crdSpecSchema(t)
 	for _, g := range goldenSpecs() {
-		server := serverForm(t, schema, g.spec)
-		if got, want := Revision(server), Revision(g.spec); got != want {
-			t.Errorf("%s: server form has revision %s, client form %s\nclient template: %s\nserver template: %s",
-				g.name, got, want, mustJSON(t, g.spec.Template), mustJSON(t, server.Template))
+		for form, server := range map[string]*routingv1alpha1.RoutingServiceSpec{
+			"server form":                  serverForm(t, schema, g.spec),
+			"stored by an earlier release": storedEarlier(t, serverForm(t, schema, g.spec)),
+		} {
+			if got, want := Revision(server), Revision(g.spec); got != want {
+				t.Errorf("%s: %s has revision %s, client form %s\nclient template: %s\nserver template: %s",
+					g.name, form, got, want, mustJSON(t, g.spec.Template), mustJSON(t, server.Template))
+			}
 		}
 	}
-	// The defaults do change the templates that use defaulted fields, or this test proves nothing.
+	// The earlier defaults do change the templates that use defaulted fields, or this test proves nothing.
 	for _, spec := range []*routingv1alpha1.RoutingServiceSpec{richSpec(), crdDefaultedSpec()} {
-		if mustJSON(t, spec.Template) == mustJSON(t, serverForm(t, schema, spec).Template) {
-			t.Errorf("the CRD's defaults changed nothing in %s", mustJSON(t, spec.Template))
+		if mustJSON(t, spec.Template) == mustJSON(t, storedEarlier(t, spec).Template) {
+			t.Errorf("the earlier CRD's defaults changed nothing in %s", mustJSON(t, spec.Template))
 		}
 	}
 
@@ -344,11 +351,17 @@ func TestRevisionServerDefaults(t *testing.T) {
 	if err := json.Unmarshal([]byte(mustJSON(t, u)), &server); err != nil {
 		t.Fatal(err)
 	}
-	if mustJSON(t, client.Spec.Template) == mustJSON(t, server.Spec.Template) {
-		t.Errorf("the CRD's defaults changed nothing in the sample's template")
+	if mustJSON(t, client.Spec.Template) != mustJSON(t, server.Spec.Template) {
+		t.Errorf("the CRD's defaults changed the sample's template:\n%s\n%s", mustJSON(t, client.Spec.Template), mustJSON(t, server.Spec.Template))
 	}
-	if got, want := Revision(&server.Spec), Revision(&client.Spec); got != want {
-		t.Errorf("the sample has revision %s as written and %s as read back", want, got)
+	earlier := storedEarlier(t, &server.Spec)
+	if mustJSON(t, client.Spec.Template) == mustJSON(t, earlier.Template) {
+		t.Errorf("the earlier CRD's defaults changed nothing in the sample's template")
+	}
+	for form, spec := range map[string]*routingv1alpha1.RoutingServiceSpec{"read back": &server.Spec, "stored by an earlier release": earlier} {
+		if got, want := Revision(spec), Revision(&client.Spec); got != want {
+			t.Errorf("the sample has revision %s as written and %s %s", want, got, form)
+		}
 	}
 
 	// Setting a defaulted field to its default explicitly is the same as omitting it.
@@ -493,13 +506,49 @@ func TestRevisionChanges(t *testing.T) {
 	}
 }
 
-// TestTemplateDefaultsMatchCRD: templateDefaults are exactly the defaults the CRD declares inside
-// spec.template. A k8s.io/api bump can add one (controller-gen copies +default markers).
-func TestTemplateDefaultsMatchCRD(t *testing.T) {
-	tmplSchema, ok := dig(crdSpecSchema(t), "properties", "template").(map[string]any)
+// TestCRDDeclaresNoTemplateDefaults: the CRD declares no default inside spec.template (hack/crdtrim
+// removes the ones controller-gen copies from k8s.io/api), so the API server stores the template
+// as the manifest wrote it. templateDefaults stays: it is what the CRDs of earlier releases filled
+// in, and RoutingServices stored then keep those values.
+func TestCRDDeclaresNoTemplateDefaults(t *testing.T) {
+	schema := crdSpecSchema(t)
+	tmplSchema, ok := dig(schema, "properties", "template").(map[string]any)
 	if !ok {
 		t.Fatal("the CRD has no schema for spec.template")
 	}
+	if d := schemaDefaults(tmplSchema, ""); len(d) > 0 {
+		t.Errorf("the CRD declares %d defaults inside spec.template (e.g. %s): the stored template then differs from "+
+			"the manifest (run make manifests: hack/crdtrim removes them)", len(d), slices.Sorted(maps.Keys(d))[0])
+	}
+	if len(schemaDefaults(schema, "")) == 0 {
+		t.Fatal("found no default anywhere in the CRD's spec: is the walk broken?")
+	}
+	// Every entry of templateDefaults names a field of the template's schema, with a value of its type.
+	for _, d := range templateDefaults {
+		node := tmplSchema
+		for _, seg := range d.segments {
+			name, each := strings.CutSuffix(seg, "[]")
+			node, _ = dig(node, "properties", name).(map[string]any)
+			if each && node != nil {
+				node, _ = node["items"].(map[string]any)
+			}
+			if node == nil {
+				t.Errorf("templateDefaults has spec.template.%s, which the CRD's schema does not have", d.path)
+				break
+			}
+		}
+		if node == nil {
+			continue
+		}
+		want := map[string]string{"string": "string", "boolean": "bool"}[fmt.Sprint(node["type"])]
+		if got := fmt.Sprintf("%T", d.value); got != want {
+			t.Errorf("spec.template.%s: templateDefaults has a %s, the schema's type is %v", d.path, got, node["type"])
+		}
+	}
+}
+
+// schemaDefaults returns the defaults declared in schema and below it, by path.
+func schemaDefaults(s map[string]any, path string) map[string]any {
 	declared := map[string]any{}
 	var walk func(s map[string]any, path string)
 	walk = func(s map[string]any, path string) {
@@ -527,36 +576,51 @@ func TestTemplateDefaultsMatchCRD(t *testing.T) {
 			}
 		}
 	}
-	walk(tmplSchema, "")
-	if len(declared) == 0 {
-		t.Fatal("found no default in the CRD's spec.template: is the walk broken?")
-	}
+	walk(s, path)
+	return declared
+}
 
-	known := map[string]any{}
-	for _, d := range templateDefaults {
-		known[d.path] = d.value
-	}
-	var paths []string
-	for p := range declared {
-		paths = append(paths, p)
-	}
-	slices.Sort(paths)
-	for _, p := range paths {
-		v, ok := known[p]
-		switch {
-		case !ok:
-			t.Errorf("the CRD declares default %s at spec.template.%s, which revision.go's templateDefaults does not know: "+
-				"the manifest and the stored object would get different revisions. Add it to containerDefaults or "+
-				"podDefaults (removing a default renames only the revisions of templates that set it explicitly).",
-				mustJSON(t, declared[p]), p)
-		case !reflect.DeepEqual(v, declared[p]):
-			t.Errorf("spec.template.%s: the CRD's default is %s, templateDefaults has %s", p, mustJSON(t, declared[p]), mustJSON(t, v))
-		}
+// storedEarlier returns spec as the API server stored it under an earlier release's CRD, which
+// defaulted the fields of templateDefaults inside spec.template: each is filled in where its parent
+// exists and it is absent.
+func storedEarlier(t *testing.T, spec *routingv1alpha1.RoutingServiceSpec) *routingv1alpha1.RoutingServiceSpec {
+	t.Helper()
+	tmpl, err := toUnstructured(spec.Template)
+	if err != nil {
+		t.Fatal(err)
 	}
 	for _, d := range templateDefaults {
-		if _, ok := declared[d.path]; !ok {
-			t.Errorf("templateDefaults has spec.template.%s, which the CRD does not default", d.path)
+		fillDefault(tmpl, d.segments, d.value)
+	}
+	out := spec.DeepCopy()
+	out.Template = corev1.PodTemplateSpec{}
+	if err := json.Unmarshal([]byte(mustJSON(t, tmpl)), &out.Template); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// fillDefault sets, under node, the field at segments to value where its parent exists and it is
+// absent (removeDefault's inverse).
+func fillDefault(node any, segments []string, value any) {
+	m, ok := node.(map[string]any)
+	if !ok || len(segments) == 0 {
+		return
+	}
+	key, each := strings.CutSuffix(segments[0], "[]")
+	if len(segments) == 1 {
+		if _, ok := m[key]; !ok && !each {
+			m[key] = value
 		}
+		return
+	}
+	if !each {
+		fillDefault(m[key], segments[1:], value)
+		return
+	}
+	list, _ := m[key].([]any)
+	for _, e := range list {
+		fillDefault(e, segments[1:], value)
 	}
 }
 

@@ -79,7 +79,8 @@ func load() (*schemas, error) {
 
 // Object validates obj (a RoutingService as unstructured JSON: apiVersion, kind, metadata, spec)
 // as the API server would on create. It fills in the CRD's defaults and prunes unknown fields in
-// obj, as the server stores it, and returns the errors the server would answer (empty: valid).
+// obj, as the server stores it, and returns the errors the server would answer (empty: valid),
+// unknown fields included (the API server refuses them with strict field validation).
 // An error is returned only when the embedded CRD cannot be compiled.
 func Object(ctx context.Context, obj map[string]any) (field.ErrorList, error) {
 	s, err := load()
@@ -87,7 +88,21 @@ func Object(ctx context.Context, obj map[string]any) (field.ErrorList, error) {
 		return nil, fmt.Errorf("compiling the RoutingService CRD: %w", err)
 	}
 	var errs field.ErrorList
-	pruning.PruneWithOptions(obj, s.structural, true, structuralschema.UnknownFieldPathOptions{})
+	// Unknown fields, as the API server finds them: in metadata, then everywhere the schema
+	// prunes (a typo'd field name), then in the embedded templates' metadata. kubectl apply asks
+	// for strict field validation by default, and the server then refuses the object naming them.
+	_, _, unknown, err := schemaobjectmeta.GetObjectMetaWithOptions(obj, schemaobjectmeta.ObjectMetaOptions{ReturnUnknownFieldPaths: true})
+	if err != nil {
+		errs = append(errs, field.Invalid(field.NewPath("metadata"), nil, err.Error()))
+	}
+	unknown = append(unknown, pruning.PruneWithOptions(obj, s.structural, true, structuralschema.UnknownFieldPathOptions{TrackUnknownFieldPaths: true})...)
+	if _, paths := schemaobjectmeta.CoerceWithOptions(nil, obj, s.structural, false, schemaobjectmeta.CoerceOptions{ReturnUnknownFieldPaths: true}); len(paths) > 0 {
+		unknown = append(unknown, paths...)
+	}
+	for _, path := range unknown {
+		errs = append(errs, &field.Error{Type: field.ErrorTypeForbidden, Field: path, BadValue: "",
+			Detail: "unknown field: the API server refuses it under strict field validation (kubectl apply's default) and drops it otherwise"})
+	}
 	structuraldefaulting.Default(obj, s.structural)
 	errs = append(errs, schemaobjectmeta.Validate(ctx, nil, obj, s.structural, false)...)
 	errs = append(errs, apiservervalidation.ValidateCustomResource(nil, obj, s.openapi)...)

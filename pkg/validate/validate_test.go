@@ -50,6 +50,30 @@ func TestObject(t *testing.T) {
 		}, "exactly one of job, http or prometheus"},
 		"negative replicas": {func(s map[string]any) { s["shards"].([]any)[0].(map[string]any)["replicas"] = -1 }, "spec.shards[0].replicas"},
 		"unknown evidence":  {func(s map[string]any) { s["schema"].(map[string]any)["evidence"] = "Trust" }, "spec.schema.evidence"},
+		// Typo'd field names, which the API server refuses under strict field validation.
+		"typo in a shard": {func(s map[string]any) { s["shards"].([]any)[1].(map[string]any)["replica"] = 3 }, "spec.shards[1].replica: Forbidden: unknown field"},
+		"typo in spec":    {func(s map[string]any) { s["stratgy"] = map[string]any{"bakeSeconds": 5} }, "spec.stratgy: Forbidden: unknown field"},
+		"typo in the pod template": {func(s map[string]any) {
+			s["template"].(map[string]any)["spec"].(map[string]any)["containers"].([]any)[0].(map[string]any)["imagePullPolice"] = "Always"
+		}, "spec.template.spec.containers[0].imagePullPolice: Forbidden: unknown field"},
+		"typo in the template's metadata": {func(s map[string]any) {
+			s["template"].(map[string]any)["metadata"].(map[string]any)["lables"] = map[string]any{"a": "b"}
+		}, "spec.template.metadata.lables: Forbidden: unknown field"},
+	}
+	// metadata and the top level too.
+	for path, edit := range map[string]func(obj map[string]any){
+		"metadata.lables": func(obj map[string]any) { obj["metadata"].(map[string]any)["lables"] = map[string]any{"a": "b"} },
+		"specs":           func(obj map[string]any) { obj["specs"] = map[string]any{} },
+	} {
+		obj := sample(t)
+		edit(obj)
+		errs, err := Object(ctx, obj)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := path + ": Forbidden: unknown field"; len(errs) == 0 || !strings.Contains(errs.ToAggregate().Error(), want) {
+			t.Errorf("errors %v, want one naming %q", errs, want)
+		}
 	}
 	for name, c := range cases {
 		t.Run(name, func(t *testing.T) {

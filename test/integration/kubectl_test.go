@@ -43,7 +43,7 @@ func TestKubectlServerSideApplyOfCRDAndSamples(t *testing.T) {
 		if err != nil {
 			return fmt.Errorf("%v: %s", err, out)
 		}
-		// Printer columns: READY REASON SCHEMA REQUIRED SHARDS AGE.
+		// Printer columns: READY REASON CONFIRMED REQUIRED SHARDS AGE.
 		if !strings.Contains(out, "REQUIRED") || !strings.Contains(out, "SHARDS") || !strings.Contains(out, "/3") {
 			return fmt.Errorf("printer columns: %s", out)
 		}
