@@ -37,11 +37,11 @@ func eventNote(s string) string {
 }
 
 // eventAction is the action of an Event the planner reports: "Reconcile" and a hash of its
-// reason and note. client-go's recorder folds Events with the same regarding object, type,
-// reason and action into one series for six minutes and keeps only the first note, so with one
-// action for all, the second of two checks that passed in one reconcile (or the second shard
-// promoted within six minutes) was never recorded. One action per fact gives one Event per fact;
-// the same fact repeated still becomes a series.
+// reason and note. client-go's recorder folds Events with the same regarding object (the
+// RoutingService at one resourceVersion), type, reason and action into one series, for six
+// minutes, keeping only the first note: with one action for all, the second of two checks that
+// passed in one reconcile (or of two shards rolled back at once) was never recorded. One action
+// per fact gives one Event per fact; the same fact repeated still becomes a series.
 func eventAction(reason, note string) string {
 	sum := sha256.Sum256([]byte(reason + "\x00" + note))
 	return "Reconcile-" + hex.EncodeToString(sum[:5])
