@@ -21,6 +21,10 @@ func TestUserTextHasNoInternalIDs(t *testing.T) {
 	}
 	files = append(files, filepath.Join(root, "config", "crd", "bases", "routing.schemagate.io_routingservices.yaml"))
 	for _, f := range files {
+		if filepath.Base(f) == "testing.md" {
+			// The contributors' map of which test covers which scenario and invariant.
+			continue
+		}
 		raw, err := os.ReadFile(f)
 		if err != nil {
 			t.Fatal(err)
