@@ -11,7 +11,11 @@ import (
 // rollout has not reached, and in a promoted shard (scenario S-18; paused excepted: Compute does
 // not call it then). A shard served by one ReplicaSet is scaled to replicas. A shard with several
 // live ReplicaSets (halted mid-step, or left mixed by a superseded revision) is resized without
-// rolling (Resize). Available=False therefore always reports a shortage schemagate is acting on.
+// rolling (Resize). A ReplicaSet whose revision's schema is not confirmed (the gate closed, or
+// closed again while evidence is re-established) is never scaled up: its pods keep serving and
+// count for the floor, and with replicas unchanged nothing in the shard moves. Available=False
+// therefore reports a shortage schemagate is acting on, except in a shard that only such a
+// ReplicaSet serves, which grows once the gate opens again.
 func (p *planner) resize() {
 	for _, shard := range p.rsvc.Spec.Shards {
 		if p.stepped[shard.Name] {

@@ -35,6 +35,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/rest"
 	toolscache "k8s.io/client-go/tools/cache"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -362,18 +363,21 @@ func (k *Checker) checkI2(ns string, rsvc *routingv1alpha1.RoutingService, shard
 	var detail []string
 	for _, rs := range k.rss {
 		if rs.Namespace == ns && rs.Labels[rollout.LabelName] == rsvc.Name && rs.Labels[rollout.LabelShard] == shard && metav1.IsControlledBy(rs, rsvc) {
-			available += rs.Status.AvailableReplicas
+			// Pods above spec.replicas are being removed: a scale-down takes them away the
+			// moment it is written, before the ReplicaSet controller updates status, so they
+			// do not count (the planner does not count them either).
+			available += min(rs.Status.AvailableReplicas, ptr.Deref(rs.Spec.Replicas, 1))
 			detail = append(detail, fmt.Sprintf("%s %d/%d@%s", rs.Labels[rollout.LabelRevision], rs.Status.AvailableReplicas, *rs.Spec.Replicas, rs.ResourceVersion))
 		}
 	}
-	min := rollout.ResolveBudget(spec.Replicas, rsvc.Spec.Strategy.MaxSurge, rsvc.Spec.Strategy.MaxUnavailable).MinAvailable()
+	floor := rollout.ResolveBudget(spec.Replicas, rsvc.Spec.Strategy.MaxSurge, rsvc.Spec.Strategy.MaxUnavailable).MinAvailable()
 	key := ns + "/" + rsvc.Name + "/" + string(rsvc.UID) + "/" + shard
-	if available >= min {
+	if available >= floor {
 		k.served[key] = true
 		return
 	}
 	if k.served[key] {
-		k.violations = append(k.violations, fmt.Sprintf("I2: shard %s has %d available replicas, below replicas-maxUnavailable = %d (%s)", key, available, min, strings.Join(detail, ", ")))
+		k.violations = append(k.violations, fmt.Sprintf("I2: shard %s has %d available replicas, below replicas-maxUnavailable = %d (%s)", key, available, floor, strings.Join(detail, ", ")))
 		// Report each dip once; it counts as served again when it recovers.
 		k.served[key] = false
 	}
