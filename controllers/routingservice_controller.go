@@ -50,7 +50,7 @@ type RoutingServiceReconciler struct {
 	budgetConflicts budgetConflictMemo
 }
 
-// +kubebuilder:rbac:groups=routing.schemagate.io,resources=routingservices,verbs=get;list;watch
+// +kubebuilder:rbac:groups=routing.schemagate.io,resources=routingservices,verbs=list;watch
 // +kubebuilder:rbac:groups=routing.schemagate.io,resources=routingservices/status,verbs=update
 // +kubebuilder:rbac:groups=routing.schemagate.io,resources=routingservices/finalizers,verbs=update
 // +kubebuilder:rbac:groups=apps,resources=replicasets,verbs=get;list;watch;create;patch;delete

@@ -6,11 +6,15 @@ import (
 	"testing"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	routingv1alpha1 "github.com/schemagate/schemagate/api/v1alpha1"
+	"github.com/schemagate/schemagate/pkg/rollout"
 	"github.com/schemagate/schemagate/test/story"
 )
 
@@ -117,4 +121,35 @@ func ownedBy(refs []metav1.OwnerReference, rsvc *routingv1alpha1.RoutingService)
 		}
 	}
 	return false
+}
+
+// A plain ReplicaSet (no labels, so in no cache of schemagate's) holds the name of us-east's
+// ReplicaSet for v2: the create fails with AlreadyExists, a read past the cache finds the holder,
+// and the rollout stalls with NameConflict naming it, touching nothing, until it is deleted.
+func TestNameTakenByAPlainReplicaSet(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	ns := steadyV1(t)
+	next := kit.Get(t, ns)
+	story.ToV2("app:v2", "migrate:ok")(next)
+	name := rollout.ReplicaSetName("rs-a", "us-east", rollout.Revision(&next.Spec))
+	plain := &appsv1.ReplicaSet{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
+		Spec: appsv1.ReplicaSetSpec{Replicas: ptr.To(int32(0)), Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"plain": "1"}},
+			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"plain": "1"}},
+				Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "x", Image: "busybox"}}}}},
+	}
+	if err := k8s.Create(ctx, plain); err != nil {
+		t.Fatal(err)
+	}
+	kit.Update(t, ns, story.ToV2("app:v2", "migrate:ok"))
+	story.Eventually(t, 30*time.Second, "Stalled=True NameConflict naming the ReplicaSet",
+		stalledQuoting(t, ns, routingv1alpha1.ReasonNameConflict, name))
+	if got := kit.Serving(t, ns); got != story.AllV1 {
+		t.Fatalf("nothing serving may change: %s", got)
+	}
+	if err := k8s.Delete(ctx, plain); err != nil {
+		t.Fatal(err)
+	}
+	kit.WaitReady(t, ns, 90*time.Second)
 }

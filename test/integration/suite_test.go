@@ -73,7 +73,7 @@ func run(m *testing.M) int {
 	defer cancel()
 
 	opts := controllers.ManagerOptions("0", "0", false, "")
-	mgr, err := ctrl.NewManager(cfg, opts)
+	mgr, err := ctrl.NewManager(managerVerbs.wrap(cfg), opts)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "manager:", err)
 		return 1
@@ -103,6 +103,9 @@ func run(m *testing.M) int {
 
 	code := m.Run()
 	if checker.Report(os.Stdout) > 0 && code == 0 {
+		code = 1
+	}
+	if checkVerbs() > 0 && code == 0 {
 		code = 1
 	}
 	return code

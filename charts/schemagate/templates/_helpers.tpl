@@ -44,7 +44,7 @@ OwnerReferencesPermissionEnforcement admission plugin allows only with this verb
 {{- define "schemagate.namespacedRules" -}}
 - apiGroups: ["routing.schemagate.io"]
   resources: ["routingservices"]
-  verbs: ["get", "list", "watch"]
+  verbs: ["list", "watch"]
 - apiGroups: ["routing.schemagate.io"]
   resources: ["routingservices/status"]
   verbs: ["update"]
