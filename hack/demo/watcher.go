@@ -53,10 +53,8 @@ func (w *watcher) poll(ctx context.Context) {
 	}
 	now := time.Now()
 	facts := map[string]string{}
-	for _, c := range rsvc.Status.Conditions {
-		if c.Type == routingv1alpha1.ConditionSchemaReady || c.Type == routingv1alpha1.ConditionReady || c.Type == routingv1alpha1.ConditionStalled {
-			facts["cond/"+c.Type] = fmt.Sprintf("%-11s %s=%s %s: %s", "condition", c.Type, c.Status, c.Reason, c.Message)
-		}
+	for i, line := range conditionLines(rsvc.Status.Conditions) {
+		facts[fmt.Sprintf("cond/%d", i)] = line
 	}
 	for _, j := range jobs.Items {
 		facts["job/"+j.Name] = fmt.Sprintf("%-11s Job %s (schema %s): %s", "migration", j.Name, j.Labels[rollout.LabelSchemaVersion], jobState(&j))
@@ -91,14 +89,71 @@ func (w *watcher) poll(ctx context.Context) {
 		keys = append(keys, k)
 	}
 	sort.Strings(keys)
-	var b strings.Builder
-	for _, k := range keys {
-		if w.facts[k] != facts[k] {
-			fmt.Fprintf(&b, "  %s  %s\n", now.Format("15:04:05.0"), facts[k])
-			w.facts[k] = facts[k]
+	printf("%s", changedLines(w.facts, facts, now))
+}
+
+// changedLines returns a timestamped line for each fact that differs from what was printed
+// (printed, updated in place). A condition line that was printed before under another key (the
+// grouping of the conditions moved it) is not printed again: one line per transition.
+func changedLines(printed, facts map[string]string, now time.Time) string {
+	keys := make([]string, 0, len(facts))
+	for k := range facts {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	before := map[string]bool{}
+	for k, v := range printed {
+		if strings.HasPrefix(k, "cond/") {
+			before[v] = true
 		}
 	}
-	printf("%s", b.String())
+	for k := range printed {
+		if _, ok := facts[k]; !ok && strings.HasPrefix(k, "cond/") {
+			delete(printed, k)
+		}
+	}
+	var b strings.Builder
+	for _, k := range keys {
+		if printed[k] == facts[k] {
+			continue
+		}
+		printed[k] = facts[k]
+		if strings.HasPrefix(k, "cond/") && before[facts[k]] {
+			continue
+		}
+		fmt.Fprintf(&b, "  %s  %s\n", now.Format("15:04:05.0"), facts[k])
+	}
+	return b.String()
+}
+
+// conditionLines describes SchemaReady, Ready and Stalled, one line per distinct reason and
+// message: Ready and Stalled (and often SchemaReady) say the same thing in one transition, and
+// the demo prints it once, "condition   Ready=False Stalled=True ProgressDeadlineExceeded: ...".
+func conditionLines(conds []metav1.Condition) []string {
+	type group struct{ states, reason, message string }
+	var groups []*group
+	for _, t := range []string{routingv1alpha1.ConditionSchemaReady, routingv1alpha1.ConditionReady, routingv1alpha1.ConditionStalled} {
+		c := meta.FindStatusCondition(conds, t)
+		if c == nil {
+			continue
+		}
+		state := fmt.Sprintf("%s=%s", c.Type, c.Status)
+		found := false
+		for _, g := range groups {
+			if g.reason == c.Reason && g.message == c.Message {
+				g.states += " " + state
+				found = true
+			}
+		}
+		if !found {
+			groups = append(groups, &group{states: state, reason: c.Reason, message: c.Message})
+		}
+	}
+	lines := make([]string, 0, len(groups))
+	for _, g := range groups {
+		lines = append(lines, fmt.Sprintf("%-11s %s %s: %s", "condition", g.states, g.reason, g.message))
+	}
+	return lines
 }
 
 func (w *watcher) seen(key string, t time.Time) {
