@@ -149,8 +149,12 @@ func (p *planner) schemaGate() bool {
 		}
 		if old := p.oldCondition(routingv1alpha1.ConditionSchemaReady); old == nil || old.Status != metav1.ConditionTrue {
 			p.event(false, EventSchemaConfirmed, "schema %s confirmed (%s): the gate is open for revision %s", confirmed, ev.describe(), p.update)
-			if latest != nil && latest.job.Status.StartTime != nil && latest.job.Status.CompletionTime != nil {
-				p.measure(PhaseMigration, "", latest.job.Status.CompletionTime.Sub(latest.job.Status.StartTime.Time))
+			if end := latest.jobEnd(ev); end != nil {
+				start := latest.job.CreationTimestamp
+				if st := latest.job.Status.StartTime; st != nil {
+					start = *st
+				}
+				p.measure(PhaseMigration, "", end.Sub(start.Time))
 				p.measure(PhaseGateWait, "", p.since(&latest.job.CreationTimestamp))
 			}
 		}

@@ -117,3 +117,18 @@ func earlyNote(r *reading) string {
 	}
 	return ""
 }
+
+// jobEnd is when a migration attempt's work ended, for the migration phase's duration: its Job's
+// completion time, or, when ev is its early reading, when its migration container terminated.
+// nil when unknown (oj may be nil).
+func (oj *ownedJob) jobEnd(ev *reading) *metav1.Time {
+	switch {
+	case oj == nil:
+		return nil
+	case oj.job.Status.CompletionTime != nil:
+		return oj.job.Status.CompletionTime
+	case ev != nil && ev.oj == oj && ev.early != "":
+		return &metav1.Time{Time: ev.at}
+	}
+	return nil
+}

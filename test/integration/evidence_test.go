@@ -331,3 +331,40 @@ func TestStoryShardCheckFailsTheShardAtOnce(t *testing.T) {
 		}
 	}
 }
+
+// An attempt stalled as SchemaDirty or SchemaMismatch is deleted (a TTL, a policy): the reason it
+// had stays, saying the Job was deleted, nothing runs again by itself, and a retry runs attempt 2.
+func TestStoryDeletedAttemptKeepsItsReason(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct{ image, reason, says string }{
+		{"migrate:dirty", routingv1alpha1.ReasonSchemaDirty, "dirty"},
+		{"migrate:noop", routingv1alpha1.ReasonSchemaMismatch, "below schema 2"},
+	} {
+		t.Run(tc.image, func(t *testing.T) {
+			t.Parallel()
+			ns := steadyV1(t)
+			kit.Update(t, ns, story.ToV2("app:v2", tc.image))
+			story.Eventually(t, 15*time.Second, tc.reason, hasStall(t, ns, tc.reason, ""))
+			deleteJob(t, ns, rollout.MigrationJobName("rs-a", "2", 1))
+			story.Eventually(t, 10*time.Second, tc.reason+" after the deletion", hasStall(t, ns, tc.reason, "has been deleted"))
+			story.Consistently(t, 3*time.Second, "still "+tc.reason+", nothing run again", func() error {
+				if n := migrationJobs(t, ns)["2"]; n != 0 {
+					return fmt.Errorf("%d migration Jobs for schema 2", n)
+				}
+				if err := noV2ReplicaSet(t, ns)(); err != nil {
+					return err
+				}
+				return hasStall(t, ns, tc.reason, tc.says)()
+			})
+			fake.setDatabase(ns, "1", false)
+			kit.Update(t, ns, func(r *routingv1alpha1.RoutingService) {
+				r.Spec.Schema.Migration.Template.Spec.Containers[0].Image = "migrate:ok"
+				r.Annotations = map[string]string{routingv1alpha1.AnnotationRetry: "after-the-deletion"}
+			})
+			kit.WaitReady(t, ns, 60*time.Second)
+			if err := k8s.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: rollout.MigrationJobName("rs-a", "2", 2)}, &batchv1.Job{}); err != nil {
+				t.Fatalf("the retry must run attempt 2: %v", err)
+			}
+		})
+	}
+}

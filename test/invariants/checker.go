@@ -2,9 +2,11 @@
 // test observes from a real API server, not only at the end of a test:
 //
 //	I1: no ReplicaSet of a revision needing schema N has replicas > 0 before schema >= N is
-//	    confirmed: a migration or check Job the RoutingService controls succeeded and a pod that
-//	    Job controls left a schema report saying >= N and not dirty (with spec.schema.evidence
-//	    JobSuccess, the migration Job's success alone).
+//	    confirmed: a migration or check Job the RoutingService controls succeeded (or, for a
+//	    migration Job, a pod of it shows its migration container terminated with exit code 0
+//	    while a sidecar keeps the Job active) and a pod that Job controls left a schema report
+//	    saying >= N and not dirty (with spec.schema.evidence JobSuccess, the migration Job's
+//	    success alone).
 //	I2: in each shard, once it has served, available replicas never drop below
 //	    replicas - maxUnavailable (as the RoutingService's spec says at that moment).
 //	I4: status.observedGeneration never runs ahead of metadata.generation, and every condition
@@ -71,6 +73,11 @@ type jobEvidence struct {
 	completeAt            int64  // 0 until seen complete
 	reported              string // the version a clean report of one of its pods gave
 	reportedAt            int64
+	// migration names the migration container (the Job template's first container); doneAt is
+	// when a pod showed it terminated with exit code 0 while the Job was still active: a
+	// migration Job counts as done then (docs/schema-report.md, sidecars).
+	migration string
+	doneAt    int64
 }
 
 type pendingCheck struct {
@@ -219,10 +226,17 @@ func (k *Checker) observe(o any) {
 		if jobComplete(obj) && e.completeAt == 0 {
 			e.completeAt = rv(obj)
 		}
+		if cs := obj.Spec.Template.Spec.Containers; len(cs) > 0 {
+			e.migration = cs[0].Name
+		}
 		k.confirm(e, obj.Labels[rollout.LabelSchemaVersion])
 	case *corev1.Pod:
 		owner := metav1.GetControllerOf(obj)
-		if owner == nil || owner.Kind != "Job" || (obj.Status.Phase != corev1.PodSucceeded && obj.Status.Phase != corev1.PodFailed) {
+		if owner == nil || owner.Kind != "Job" {
+			return
+		}
+		k.earlyReport(obj, k.job(string(owner.UID)))
+		if obj.Status.Phase != corev1.PodSucceeded && obj.Status.Phase != corev1.PodFailed {
 			return
 		}
 		for _, cs := range obj.Status.ContainerStatuses {
@@ -261,6 +275,32 @@ func (k *Checker) observe(o any) {
 	}
 }
 
+// earlyReport reads a migration pod whose migration container has terminated with exit code 0
+// and a clean report, whatever its phase (a sidecar may still run beside it, and the Job is marked
+// Complete after its pod succeeded): its Job counts as done from then, as schemagate reads it.
+func (k *Checker) earlyReport(pod *corev1.Pod, e *jobEvidence) {
+	name := e.migration
+	if name == "" && len(pod.Spec.Containers) > 0 {
+		name = pod.Spec.Containers[0].Name
+	}
+	if pod.Labels[rollout.LabelComponent] != rollout.ComponentMigration {
+		return
+	}
+	for _, cs := range pod.Status.ContainerStatuses {
+		if t := cs.State.Terminated; cs.Name == name && t != nil && t.ExitCode == 0 {
+			if r, err := schemareport.Parse([]byte(t.Message)); err == nil && !r.Dirty {
+				if e.reported == "" {
+					e.reported, e.reportedAt = r.Version, rv(pod)
+				}
+				if e.doneAt == 0 {
+					e.doneAt = rv(pod)
+				}
+				k.confirm(e, "")
+			}
+		}
+	}
+}
+
 func (k *Checker) job(uid string) *jobEvidence {
 	e := k.jobs[uid]
 	if e == nil {
@@ -274,10 +314,13 @@ func (k *Checker) job(uid string) *jobEvidence {
 // RoutingService trusts JobSuccess) reported: at the later of the two resourceVersions. version
 // is the Job's own schema-version label, used under JobSuccess.
 func (k *Checker) confirm(e *jobEvidence, version string) {
-	if e.rsvcUID == "" || e.completeAt == 0 {
+	at := e.completeAt
+	if at == 0 && !e.check {
+		at = e.doneAt
+	}
+	if e.rsvcUID == "" || at == 0 {
 		return
 	}
-	at := e.completeAt
 	rsvc := k.rsvcs[e.ns+"/"+e.rsvcName]
 	switch {
 	case e.reported != "":
