@@ -13,8 +13,10 @@ func TestWrittenVersionsSkipsOnlyTheReplacedVersion(t *testing.T) {
 		t.Fatal("nothing written: nothing is stale")
 	}
 	w.wrote(key, "10")
-	if !w.stale(key, "10") || !w.stale(key, "10") {
-		t.Fatal("the cache still serving the replaced version 10 must be stale, for as long as it does")
+	for range 2 { // asked again, the same answer
+		if !w.stale(key, "10") {
+			t.Fatal("the cache still serving the replaced version 10 must be stale, for as long as it does")
+		}
 	}
 	if w.stale(types.NamespacedName{Namespace: "ns", Name: "other"}, "10") {
 		t.Fatal("another RoutingService's version is not stale")
