@@ -8,13 +8,17 @@ import (
 	"testing"
 )
 
-// ignoreClaim matches what a page says about git and a path: "git ignores", "git-ignored" (the
-// path is ignored) or "git does not ignore" (it is not); group 1 is set for the negative form.
-var ignoreClaim = regexp.MustCompile(`(?i)git (does not|doesn't) ignore|git ignores|git-ignored`)
+// ignoreClaim matches what a page says about git and the path before it: "which git ignores",
+// "(git-ignored)" (the path is ignored) or "which git does not ignore" (it is not); group 1 is set
+// for the negative form.
+var ignoreClaim = regexp.MustCompile(`(?i)which git (does not|doesn't) ignore|which git ignores|git-ignored`)
+
+// sentenceEnd matches the end of a sentence or of a list item.
+var sentenceEnd = regexp.MustCompile(`\.\s|;\s|\n\s*[-*]\s`)
 
 // TestDocsIgnoreClaimsHold fails when README.md or docs/*.md says git ignores a path that
 // .gitignore does not ignore, or the other way round. The path is the last one named in code
-// before the claim, in the same paragraph ("It writes to `dist/image/` (`IMAGE_DIR`), which git
+// before the claim, in the same sentence ("It writes to `dist/image/` (`IMAGE_DIR`), which git
 // ignores").
 func TestDocsIgnoreClaimsHold(t *testing.T) {
 	if _, err := exec.LookPath("git"); err != nil {
@@ -23,9 +27,12 @@ func TestDocsIgnoreClaimsHold(t *testing.T) {
 	claims := 0
 	for _, page := range pages(t) {
 		for _, para := range strings.Split(readPage(t, page), "\n\n") {
-			para = strings.ReplaceAll(para, "\n", " ")
 			for _, loc := range ignoreClaim.FindAllStringSubmatchIndex(para, -1) {
 				before := para[:loc[0]]
+				if ends := sentenceEnd.FindAllStringIndex(before, -1); len(ends) > 0 {
+					before = before[ends[len(ends)-1][1]:]
+				}
+				before = strings.ReplaceAll(before, "\n", " ")
 				paths := repoPath.FindAllStringSubmatch(strings.Join(codeText(before), " "), -1)
 				if len(paths) == 0 {
 					continue
