@@ -5,11 +5,21 @@ SHELL := /usr/bin/env bash -o pipefail
 IMG ?= schemagate/manager:dev
 BIN := $(CURDIR)/bin
 CONTROLLER_GEN := $(BIN)/controller-gen
+GOLANGCI_LINT := $(BIN)/golangci-lint
 KUBECTL := $(BIN)/k8s/kubectl
 # Test timeout for the whole go test run (unit + envtest).
 TEST_TIMEOUT ?= 20m
 # How long `make fuzz` runs each fuzz target.
 FUZZTIME ?= 5m
+# `make test RUN=<regex>`, `make test-e2e RUN=<regex>`: only the tests whose names match (go test
+# -run syntax, e.g. 'TestInstall' or 'TestStories/S-08'), in the same environment, with the same
+# flags and prerequisites as the full run. The fuzzer's smoke run is left out when RUN is set.
+RUN ?=
+GO_TEST_RUN = $(if $(RUN),-run '$(RUN)')
+# The packages `make test` runs under the race detector (-race): the planner, the controllers and
+# the measurement providers. Every other package runs without it (docs/testing.md: its cost).
+MODULE := github.com/schemagate/schemagate
+RACE_PKGS := $(MODULE)/pkg/rollout $(MODULE)/pkg/measure $(MODULE)/controllers
 
 .PHONY: all
 all: build
@@ -37,11 +47,21 @@ fmt: ## go fmt.
 vet: ## go vet.
 	go vet ./...
 
+$(GOLANGCI_LINT): hack/tools/lint/go.mod hack/tools/lint/go.sum hack/tools/lint/main.go hack/tools/build-lint.sh
+	hack/tools/build-lint.sh
+
+.PHONY: lint
+lint: $(GOLANGCI_LINT) ## golangci-lint (.golangci.yml: errcheck, govet, staticcheck; kube-api-linter over api/).
+	$(GOLANGCI_LINT) run ./...
+
+# The files `make verify` regenerates and then requires to be committed as generated.
+GENERATED := config api charts/schemagate/crds dist/install.yaml
+
 .PHONY: verify
-verify: manifests generate ## Fail when generated files are stale or Go files are unformatted.
+verify: manifests generate chart-crds installer lint ## Fail when generated files are stale, Go files are unformatted or the linter finds anything.
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { echo "gofmt needed:"; gofmt -l $$(git ls-files '*.go'); exit 1; }
-	@git diff --exit-code -- config api || { echo "generated files are stale: run 'make manifests generate' and commit"; exit 1; }
-	@test -z "$$(git status --porcelain -- config api)" || { echo "untracked generated files:"; git status --porcelain -- config api; exit 1; }
+	@git diff --exit-code -- $(GENERATED) || { echo "generated files are stale: run 'make manifests generate chart-crds installer' and commit"; exit 1; }
+	@test -z "$$(git status --porcelain -- $(GENERATED))" || { echo "untracked generated files:"; git status --porcelain -- $(GENERATED); exit 1; }
 
 .PHONY: envtest-assets
 envtest-assets: ## Build etcd, kube-apiserver and kubectl from source (cached under bin/k8s).
@@ -52,9 +72,10 @@ postgres: ## Install PostgreSQL (Debian's postgresql package) when missing; test
 	@hack/install-postgres.sh >/dev/null
 
 .PHONY: test
-test: manifests generate vet envtest-assets postgres ## Unit tests and the envtest suite against a real kube-apiserver + etcd.
-	KUBEBUILDER_ASSETS=$(BIN)/k8s go test -timeout $(TEST_TIMEOUT) ./... -count=1
-	go test ./pkg/rollout/ -run '^$$' -fuzz '^FuzzCompute$$' -fuzztime 10s -fuzzminimizetime 5s
+test: manifests generate vet envtest-assets postgres ## Unit tests (the planner, controllers and measurement providers under -race) and the envtest suite against a real kube-apiserver + etcd; RUN=<regex> runs a part.
+	KUBEBUILDER_ASSETS=$(BIN)/k8s go test -timeout $(TEST_TIMEOUT) $(GO_TEST_RUN) -count=1 $$(go list ./... | grep -vxF $(foreach p,$(RACE_PKGS),-e $(p)))
+	KUBEBUILDER_ASSETS=$(BIN)/k8s go test -race -timeout $(TEST_TIMEOUT) $(GO_TEST_RUN) -count=1 $(RACE_PKGS)
+	$(if $(RUN),,go test ./pkg/rollout/ -run '^$$' -fuzz '^FuzzCompute$$' -fuzztime 10s -fuzzminimizetime 5s)
 
 .PHONY: cluster-binaries
 cluster-binaries: ## Build the local cluster's binaries from source (cached under bin/k8s).
@@ -75,10 +96,10 @@ demo: build cluster-binaries postgres ## Watch a schema-gated three-region rollo
 	exec $(BIN)/demo --router=$(BIN)/edge-router
 
 .PHONY: test-e2e
-test-e2e: build cluster-binaries prometheus-binary postgres plugin ## End-to-end tests on the local cluster (real ReplicaSet, Job and scheduler controllers), and the incidents replayed with real routers, PostgreSQL and traffic.
+test-e2e: build cluster-binaries prometheus-binary postgres plugin ## End-to-end tests on the local cluster (real ReplicaSet, Job and scheduler controllers), and the incidents replayed with real routers, PostgreSQL and traffic; RUN=<regex> runs a part.
 	go build -o $(BIN)/edge-router ./examples/edge-router
 	go build -o $(BIN)/schemagate-schema ./cmd/schemagate-schema
-	SCHEMAGATE_BIN=$(BIN) SCHEMAGATE_REQUIRE_PROMETHEUS=1 go test -tags e2e -timeout 20m -p 1 ./test/prometheus/ ./test/nodeagent/ ./test/e2e/ -count=1 -v
+	SCHEMAGATE_BIN=$(BIN) SCHEMAGATE_REQUIRE_PROMETHEUS=1 go test -tags e2e -timeout 20m -p 1 $(GO_TEST_RUN) ./test/prometheus/ ./test/nodeagent/ ./test/e2e/ -count=1 -v
 
 .PHONY: fuzz
 fuzz: ## Fuzz the planner and the parsers longer: FUZZTIME=5m by default
@@ -152,9 +173,21 @@ chart-crds: manifests ## Copy the generated CRD into the Helm chart (charts/sche
 	rm -f charts/schemagate/crds/*.yaml
 	cp config/crd/bases/*.yaml charts/schemagate/crds/
 
+# The committed dist/install.yaml names the default image, so that rendering it never depends on
+# who ran it; `make build-installer IMG=…` writes the installer for your image to INSTALLER, which
+# git ignores (dist/local/), so the checkout stays clean.
+DEFAULT_IMG := schemagate/manager:dev
+INSTALLER ?= dist/local/install.yaml
+
+.PHONY: installer
+installer: manifests chart-crds ## Refresh the committed dist/install.yaml (default image schemagate/manager:dev); make verify runs it.
+	go run ./hack/render-installer --img $(DEFAULT_IMG) -o dist/install.yaml
+
 .PHONY: build-installer
-build-installer: manifests chart-crds ## Render dist/install.yaml (config/default, kustomize) with the manager image IMG.
-	go run ./hack/render-installer --img $(IMG) -o dist/install.yaml
+build-installer: manifests chart-crds ## Render the installer (config/default, kustomize) with the manager image IMG into dist/local/install.yaml (git-ignored).
+	@mkdir -p $(dir $(INSTALLER))
+	go run ./hack/render-installer --img $(IMG) -o $(INSTALLER)
+	@echo "wrote $(INSTALLER) for image $(IMG): kubectl apply --server-side -f $(INSTALLER)"
 
 .PHONY: helm-lint
 helm-lint: ## Lint and render the Helm chart with the Helm v4 library (test/install).

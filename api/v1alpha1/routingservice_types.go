@@ -64,7 +64,7 @@ type RoutingServiceSpec struct {
 // RoutingService as its controller (the garbage collector removes it with the RoutingService), and
 // exists before the shard's first pod is created.
 type DisruptionBudgetSpec struct {
-	// enabled, when false, opts out: schemagate creates no PodDisruptionBudget and deletes the ones
+	// enabled set to false opts out: schemagate creates no PodDisruptionBudget and deletes the ones
 	// it created before (for clusters where another tool owns them). Default true.
 	// +optional
 	// +kubebuilder:default=true
@@ -146,12 +146,12 @@ type SchemaCheckSpec struct {
 	// +kubebuilder:validation:XValidation:rule="size(self.spec.containers) > 0 && self.spec.containers.all(c, has(c.image) && size(c.image) > 0)",message="spec.schema.check.template.spec.containers[].image must not be empty",fieldPath=".spec.containers"
 	Template corev1.PodTemplateSpec `json:"template"`
 
-	// afterMigration, when true, runs the check right after each successful migration as an
+	// afterMigration runs, when true, the check right after each successful migration as an
 	// independent confirmation: the gate opens only on the check's report. Default false.
 	// +optional
 	AfterMigration bool `json:"afterMigration,omitempty"`
 
-	// beforeEachShard, when true, runs the check before each shard after the first starts, for
+	// beforeEachShard runs, when true, the check before each shard after the first starts, for
 	// databases that other hands change: the shard starts only once its check's report confirms
 	// the schema; a report below it closes the gate (SchemaMismatch) with every shard serving what
 	// it serves. Default false.
@@ -497,7 +497,7 @@ type HTTPCheck struct {
 	// +kubebuilder:validation:items:Maximum=599
 	ExpectedStatus []int32 `json:"expectedStatus,omitempty"`
 
-	// json, when set, must also hold: the response body is JSON and the field it names equals a
+	// json is, when set, a condition that must also hold: the response body is JSON and the field it names equals a
 	// value.
 	// +optional
 	JSON *JSONCondition `json:"json,omitempty"`
@@ -558,7 +558,7 @@ type PrometheusCheck struct {
 	// +kubebuilder:validation:MaxLength=512
 	SuccessCondition string `json:"successCondition"`
 
-	// failureCondition, when set, is a CEL expression over `result` that fails the measurement;
+	// failureCondition is, when set, a CEL expression over `result` that fails the measurement;
 	// a result for which neither condition holds is inconclusive. Unset: a result for which
 	// successCondition is false fails. It is checked as successCondition is.
 	// +optional
@@ -634,17 +634,20 @@ const (
 // from the check's Job on every reconcile, never trusted from the stored status.
 type ShardCheckStatus struct {
 	// name is the check's name.
+	// +required
 	Name string `json:"name"`
 	// when is the moment it ran: Bake or BeforeStart.
+	// +required
 	When CheckWhen `json:"when"`
 	// phase is Running, Passed or Failed.
+	// +required
 	Phase CheckPhase `json:"phase"`
 	// job is the check's Job: one per attempt (its name ends in the attempt number, and its
 	// label schemagate.io/check-attempt says it); a retry, or the revision applied again, runs a
 	// new attempt.
 	// +optional
 	Job string `json:"job,omitempty"`
-	// dryRun: the result is reported and never fails the shard.
+	// dryRun is true when the result is reported and never fails the shard.
 	// +optional
 	DryRun bool `json:"dryRun,omitempty"`
 	// message says what the Job or the last measurement reported, for humans.
@@ -662,14 +665,19 @@ type ShardCheckStatus struct {
 	// split it; consecutiveErrors is the number of errors since the last other result.
 	// +optional
 	Count int32 `json:"count,omitempty"`
+	// successful is how many measurements met the success condition.
 	// +optional
 	Successful int32 `json:"successful,omitempty"`
+	// failed is how many measurements met the failure condition, or failed the success one.
 	// +optional
 	Failed int32 `json:"failed,omitempty"`
+	// inconclusive is how many measurements gave no data (an empty result, NaN) or met neither condition.
 	// +optional
 	Inconclusive int32 `json:"inconclusive,omitempty"`
+	// errors is how many measurements could not be taken (unreachable, a timeout, a bad answer).
 	// +optional
 	Errors int32 `json:"errors,omitempty"`
+	// consecutiveErrors is the number of errors since the last measurement of another phase.
 	// +optional
 	ConsecutiveErrors int32 `json:"consecutiveErrors,omitempty"`
 	// measurements are the last measurements, newest last (at most 10).
@@ -696,8 +704,10 @@ const (
 // MeasurementResult is one measurement of an http or prometheus check.
 type MeasurementResult struct {
 	// time is when it was taken.
+	// +required
 	Time metav1.Time `json:"time"`
 	// phase is Successful, Failed, Inconclusive or Error.
+	// +required
 	Phase MeasurementPhase `json:"phase"`
 	// value is what was measured: the query's number, or the HTTP status code.
 	// +optional
@@ -795,19 +805,25 @@ const (
 // ShardStatus reports one shard.
 type ShardStatus struct {
 	// name is the shard's name.
+	// +required
 	Name string `json:"name"`
 	// revision is the revision serving the shard: the one with the most available replicas.
 	// +optional
 	Revision string `json:"revision,omitempty"`
 	// replicas is the shard's desired replicas.
+	// +required
 	Replicas int32 `json:"replicas"`
 	// updatedReplicas are pods of status.updateRevision (ReplicaSet status.replicas).
+	// +required
 	Updated int32 `json:"updatedReplicas"`
 	// readyReplicas are ready pods of any revision in the shard.
+	// +required
 	Ready int32 `json:"readyReplicas"`
 	// availableReplicas are available pods of any revision in the shard.
+	// +required
 	Available int32 `json:"availableReplicas"`
 	// step is the shard's step in the promotion of status.updateRevision.
+	// +required
 	Step ShardStep `json:"step"`
 	// stepRevision is the revision step refers to.
 	// +optional
@@ -867,15 +883,19 @@ const (
 // RolloutFailure records why a revision's rollout stopped.
 type RolloutFailure struct {
 	// revision is the revision that failed.
+	// +required
 	Revision string `json:"revision"`
 	// reason is ProgressDeadlineExceeded or Aborted.
+	// +required
 	Reason string `json:"reason"`
 	// message says what happened, for humans.
+	// +required
 	Message string `json:"message"`
 	// shard is the shard whose step failed, if any.
 	// +optional
 	Shard string `json:"shard,omitempty"`
 	// time is when the rollout failed.
+	// +required
 	Time metav1.Time `json:"time"`
 }
 
@@ -953,8 +973,8 @@ type RoutingServiceStatus struct {
 	// +optional
 	PromotedShards string `json:"promotedShards,omitempty"`
 
-	// conditions: Ready, Reconciling, Stalled, SchemaReady, Available, each with the generation it
-	// describes in observedGeneration.
+	// conditions are Ready, Reconciling, Stalled, SchemaReady and Available, each with the
+	// generation it describes in observedGeneration.
 	// +optional
 	// +listType=map
 	// +listMapKey=type
@@ -980,7 +1000,9 @@ type RoutingServiceStatus struct {
 // +kubebuilder:printcolumn:name="Message",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].message`,priority=1
 // +kubebuilder:validation:XValidation:rule="size(self.metadata.name) <= 40",message="metadata.name must be at most 40 characters (it prefixes ReplicaSet and Job names)"
 type RoutingService struct {
-	metav1.TypeMeta   `json:",inline"`
+	metav1.TypeMeta `json:",inline"`
+	// metadata is the standard object metadata; metadata.name is at most 40 characters.
+	// +optional
 	metav1.ObjectMeta `json:"metadata,omitempty"`
 
 	// spec is the desired state.

@@ -242,9 +242,9 @@ func TestGitOpsWarnings(t *testing.T) {
 	owned := in(t, "progressing", "ns")
 	owned.SetManagedFields([]metav1.ManagedFieldsEntry{
 		{Manager: "kubectl-client-side-apply", Operation: metav1.ManagedFieldsOperationUpdate, FieldsType: "FieldsV1",
-			FieldsV1: &metav1.FieldsV1{Raw: []byte(`{"f:spec":{"f:schema":{}}}`)}},
+			FieldsV1: metav1.NewFieldsV1(`{"f:spec":{"f:schema":{}}}`)},
 		{Manager: "argocd-controller", Operation: metav1.ManagedFieldsOperationApply, FieldsType: "FieldsV1",
-			FieldsV1: &metav1.FieldsV1{Raw: []byte(`{"f:metadata":{"f:labels":{"f:app":{}}},"f:spec":{"f:paused":{},"f:shards":{}}}`)}},
+			FieldsV1: metav1.NewFieldsV1(`{"f:metadata":{"f:labels":{"f:app":{}}},"f:spec":{"f:paused":{},"f:shards":{}}}`)},
 	})
 	res := runWith(fakeClients(Objects{}, owned), someTime, "pause", "rs-a", "-n", "ns")
 	if res.code != 0 || !strings.Contains(res.err, "warning: Argo CD (field manager argocd-controller) owns spec.paused of routingservice ns/rs-a: "+
@@ -275,7 +275,7 @@ func TestGitOpsWarnings(t *testing.T) {
 
 	gitAnn := in(t, "healthy", "ns")
 	gitAnn.SetManagedFields([]metav1.ManagedFieldsEntry{{Manager: "kustomize-controller", Operation: metav1.ManagedFieldsOperationApply, FieldsType: "FieldsV1",
-		FieldsV1: &metav1.FieldsV1{Raw: []byte(`{"f:metadata":{"f:annotations":{"f:schemagate.io/abort":{}}}}`)}}})
+		FieldsV1: metav1.NewFieldsV1(`{"f:metadata":{"f:annotations":{"f:schemagate.io/abort":{}}}}`)}})
 	res = runWith(fakeClients(Objects{}, gitAnn), someTime, "abort", "rs-a", "-n", "ns")
 	if !strings.Contains(res.err, "warning: Flux (field manager kustomize-controller) owns annotation schemagate.io/abort of routingservice ns/rs-a: self-heal will set it back") {
 		t.Errorf("owned annotation: %+v", res)

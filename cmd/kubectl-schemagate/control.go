@@ -334,7 +334,7 @@ func gitops(u *unstructured.Unstructured, path []string) (owners, managers []str
 			continue
 		}
 		addManager(fmt.Sprintf("%s (field manager %s)", tool, mf.Manager))
-		if mf.FieldsV1 != nil && ownsField(mf.FieldsV1.Raw, path) {
+		if mf.FieldsV1 != nil && ownsField(mf.FieldsV1.GetRawBytes(), path) {
 			owners = append(owners, fmt.Sprintf("%s (field manager %s)", tool, mf.Manager))
 		}
 	}

@@ -82,7 +82,7 @@ func (o *planOptions) run(ctx context.Context, flags *genericclioptions.ConfigFl
 	if o.output != "" && o.output != "json" && o.output != "yaml" {
 		return fmt.Errorf("--output must be json or yaml, not %q", o.output)
 	}
-	var in io.Reader = streams.In
+	in := streams.In
 	if o.file != "-" {
 		f, err := os.Open(o.file)
 		if err != nil {

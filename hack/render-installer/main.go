@@ -1,6 +1,7 @@
 // Command render-installer writes schemagate's one-file installer: config/default built with the
-// kustomize library, the manager's image set from --img. `make build-installer` runs it into
-// dist/install.yaml; `make deploy` pipes it into `kubectl apply --server-side -f -`.
+// kustomize library, the manager's image set from --img. `make installer` runs it into the
+// committed dist/install.yaml (default image), `make build-installer IMG=…` into the git-ignored
+// dist/local/install.yaml; `make deploy` pipes it into `kubectl apply --server-side -f -`.
 //
 //	go run ./hack/render-installer --img registry.example/schemagate:v0.1.0 [--config config] [-o dist/install.yaml]
 package main

@@ -35,9 +35,12 @@ func promReq(address, query, success, failure string) rollout.MeasurementRequest
 // codes, the JSON condition; a server that hangs is an Error within timeoutSeconds; a refused
 // connection is an Error; a URL that does not parse is Fatal.
 func TestHTTP(t *testing.T) {
+	var mu sync.Mutex // the server's handler goroutines write seen, the test reads it
 	var seen []string
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
 		seen = append(seen, r.Host+r.URL.String())
+		mu.Unlock()
 		switch r.URL.Path {
 		case "/hang":
 			<-r.Context().Done()
@@ -86,6 +89,8 @@ func TestHTTP(t *testing.T) {
 			}
 		})
 	}
+	mu.Lock()
+	defer mu.Unlock()
 	if seen[0] != "d03.example/r/us-east/abc123" {
 		t.Fatalf("first request %q", seen[0])
 	}

@@ -39,7 +39,7 @@ func TestInstallerSetsIMG(t *testing.T) {
 	}
 }
 
-// dist/install.yaml is what `make build-installer` renders from config/ today: a change under
+// dist/install.yaml is what `make installer` renders from config/ today: a change under
 // config/ without a new render fails here. The image is the one dist/install.yaml was rendered
 // with (IMG), so only the rest is compared.
 func TestInstallerIsFresh(t *testing.T) {
@@ -53,7 +53,7 @@ func TestInstallerIsFresh(t *testing.T) {
 		t.Fatal(err)
 	}
 	if !bytes.Equal(dist, want) {
-		t.Errorf("dist/install.yaml is stale (rendered with IMG=%s): run `make build-installer IMG=%s` and commit it", img, img)
+		t.Errorf("dist/install.yaml is stale (rendered with IMG=%s): run `make installer` and commit it", img)
 	}
 }
 

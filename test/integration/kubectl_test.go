@@ -12,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	"sigs.k8s.io/yaml"
 
 	routingv1alpha1 "github.com/schemagate/schemagate/api/v1alpha1"
@@ -22,7 +23,16 @@ import (
 // and returns its stdout and stderr together.
 func kubectl(t *testing.T, args ...string) (string, error) {
 	t.Helper()
-	stdout, stderr, err := testEnv.ControlPlane.KubeCtl().Run(args...)
+	// An administrator of its own (group system:masters), as envtest's deprecated default kubectl was.
+	admin, err := testEnv.ControlPlane.AddUser(envtest.User{Name: "kubectl-admin", Groups: []string{"system:masters"}}, nil)
+	if err != nil {
+		t.Fatalf("envtest user for kubectl: %v", err)
+	}
+	k, err := admin.Kubectl()
+	if err != nil {
+		t.Fatalf("kubectl for the envtest user: %v", err)
+	}
+	stdout, stderr, err := k.Run(args...)
 	o, _ := io.ReadAll(stdout)
 	e, _ := io.ReadAll(stderr)
 	return string(o) + string(e), err

@@ -454,12 +454,12 @@ func TestKwokAndProcessNodesStayApart(t *testing.T) {
 	createPod(t, ns, kwokPod)
 	createPod(t, ns, processPod("real", regions[0], serverContainer("c")))
 	fake := waitPod(t, ns, "fake", 30*time.Second, "Running (kwok)", func(p *corev1.Pod) bool { return p.Status.Phase == corev1.PodRunning })
-	real := waitPod(t, ns, "real", 30*time.Second, "Ready", podReady)
+	waitPod(t, ns, "real", 30*time.Second, "Ready", podReady)
 	if !strings.HasPrefix(fake.Status.PodIP, "10.244.") || agent.findPod(ns, "fake") != nil {
 		t.Fatalf("kwok's pod: IP %s, known to the agent: %v", fake.Status.PodIP, agent.findPod(ns, "fake") != nil)
 	}
 	time.Sleep(2 * time.Second) // kwok's stages fire after ~1 s: they would have by now
-	real, _ = client.CoreV1().Pods(ns).Get(bg, "real", metav1.GetOptions{})
+	real, _ := client.CoreV1().Pods(ns).Get(bg, "real", metav1.GetOptions{})
 	if ip, err := netip.ParseAddr(real.Status.PodIP); err != nil || !netip.MustParsePrefix(podCIDR).Contains(ip) || !strings.HasPrefix(real.Status.ContainerStatuses[0].ContainerID, "process://") {
 		t.Fatalf("the process pod's status was rewritten: %+v", real.Status)
 	}
