@@ -131,7 +131,11 @@ func TestNameTakenByAPlainReplicaSet(t *testing.T) {
 	ctx := context.Background()
 	ns := steadyV1(t)
 	next := kit.Get(t, ns)
-	story.ToV2("app:v2", "migrate:ok")(next)
+	toV2 := func(r *routingv1alpha1.RoutingService) {
+		story.ToV2("app:v2", "migrate:ok")(r)
+		r.Spec.Strategy.ProgressDeadlineSeconds = ptr.To(int32(120))
+	}
+	toV2(next)
 	name := rollout.ReplicaSetName("rs-a", "us-east", rollout.Revision(&next.Spec))
 	plain := &appsv1.ReplicaSet{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
@@ -142,7 +146,10 @@ func TestNameTakenByAPlainReplicaSet(t *testing.T) {
 	if err := k8s.Create(ctx, plain); err != nil {
 		t.Fatal(err)
 	}
-	kit.Update(t, ns, story.ToV2("app:v2", "migrate:ok"))
+	// A progress deadline longer than the wait for the conflict to show: the shard's step has
+	// started, and a deadline that ran out first would fail the revision instead (deadlines run
+	// while a name is held).
+	kit.Update(t, ns, toV2)
 	story.Eventually(t, 30*time.Second, "Stalled=True NameConflict naming the ReplicaSet",
 		stalledQuoting(t, ns, routingv1alpha1.ReasonNameConflict, name))
 	if got := kit.Serving(t, ns); got != story.AllV1 {
