@@ -12,7 +12,7 @@ TEST_TIMEOUT ?= 20m
 # How long `make fuzz` runs each fuzz target.
 FUZZTIME ?= 5m
 # `make test RUN=<regex>`, `make test-e2e RUN=<regex>`: only the tests whose names match (go test
-# -run syntax, e.g. 'TestInstall' or 'TestStories/S-08'), in the same environment, with the same
+# -run syntax, e.g. 'TestInstall' or 'TestStories'), in the same environment, with the same
 # flags and prerequisites as the full run. The fuzzer's smoke run is left out when RUN is set.
 RUN ?=
 GO_TEST_RUN = $(if $(RUN),-run '$(RUN)')

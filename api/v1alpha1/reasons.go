@@ -1,25 +1,25 @@
 package v1alpha1
 
-// Condition reasons added by the second scenario round (S-15, S-20, S-21, S-22).
+// Condition reasons of names that are taken, templates that differ and migrations that wait.
 const (
 	// ReasonNameConflict: an object with the deterministic name schemagate needs (a migration Job or
 	// a shard's ReplicaSet) exists and is not controlled by this RoutingService. It is never taken as
-	// evidence or adopted as a revision; Stalled=True names it until the name is free (S-20, S-21).
+	// evidence or adopted as a revision; Stalled=True names it until the name is free.
 	ReasonNameConflict = "NameConflict"
 	// ReasonTemplateMismatch: a ReplicaSet this RoutingService controls carries the update
 	// revision's name and labels but runs another pod template (a hand edit, or a hash collision).
-	// It is never counted as the revision; Stalled=True names it and the first difference (S-22).
+	// It is never counted as the revision; Stalled=True names it and the first difference.
 	ReasonTemplateMismatch = "TemplateMismatch"
 	// ReasonWaitingForMigration: the required schema's migration waits for another migration Job of
-	// this RoutingService (an earlier version's) to end, since two migrations never run at once (S-15).
+	// this RoutingService (an earlier version's) to end, since two migrations never run at once.
 	ReasonWaitingForMigration = "WaitingForMigration"
 )
 
-// Condition reasons of the schema report (issue 10, scenarios S-23, S-24; docs/schema-report.md).
+// Condition reasons of the schema report (docs/schema-report.md).
 const (
 	// ReasonSchemaMismatch: a migration or check Job finished, but its schema report says the
 	// database is at a lower version than spec.schema.version. The gate stays closed; Stalled=True
-	// until a retry annotation or a changed migration template starts the next attempt (S-24).
+	// until a retry annotation or a changed migration template starts the next attempt.
 	ReasonSchemaMismatch = "SchemaMismatch"
 	// ReasonSchemaDirty: the latest schema report says the database is dirty (a migration failed
 	// half-way). Only a person may clear it: no automatic retry; after the fix, a retry annotation
@@ -40,12 +40,11 @@ const (
 	// longer than the migration's activeDeadlineSeconds, until it is released.
 	ReasonMigrationSuspended = "MigrationSuspended"
 	// ReasonSchemaEvidenceLost: the Job that confirmed the schema is gone, no check Job is
-	// configured, and the rollout needs the gate open; a retry annotation runs the migration again
-	// (S-23).
+	// configured, and the rollout needs the gate open; a retry annotation runs the migration again.
 	ReasonSchemaEvidenceLost = "SchemaEvidenceLost"
 )
 
-// Condition and Event reasons of shard checks (issue 11).
+// Condition and Event reasons of shard checks.
 const (
 	// ReasonShardCheckFailed: a check of spec.strategy.checks failed in a shard: the rollout
 	// failed at once and failurePolicy applies (a dryRun check only reports it, as an Event).

@@ -1,7 +1,7 @@
 -- Argo CD health check for schemagate's RoutingService (routing.schemagate.io/v1alpha1).
 --
 -- Healthy     the current generation is promoted in every shard (Ready=True for this generation)
--- Progressing no status yet, a generation schemagate has not observed yet (S-12, S-13), or a
+-- Progressing no status yet, a generation schemagate has not observed yet, or a
 --             migration / shard promotion under way
 -- Degraded    Stalled=True: a migration failed or ran past its deadline, a shard missed its
 --             progress deadline, a shard check failed, or the rollout was aborted
