@@ -178,13 +178,16 @@ func TestStoryJobMetadataAndAQueue(t *testing.T) {
 		if err := k8s.Get(ctx, client.ObjectKeyFromObject(job), j); err != nil {
 			return err
 		}
-		j.Spec.Suspend = ptr.To(false)
-		if err := k8s.Update(ctx, j); err != nil {
+		// The Job controller gives a resumed Job a new status.startTime. The API server lets it
+		// change only while the Job is suspended, and the fake Job controller of this suite may
+		// have set one before the suspension: set it first, then resume.
+		now := metav1.Now()
+		j.Status.StartTime = &now
+		if err := k8s.Status().Update(ctx, j); err != nil {
 			return err
 		}
-		now := metav1.Now()
-		j.Status.StartTime = &now // the Job controller resets it on resume
-		return k8s.Status().Update(ctx, j)
+		j.Spec.Suspend = ptr.To(false)
+		return k8s.Update(ctx, j)
 	})
 	if err != nil {
 		t.Fatal(err)
