@@ -70,3 +70,40 @@ const (
 	// nothing already serving is changed because of it.
 	ReasonWriteRefused = "WriteRefused"
 )
+
+// Condition and Event reasons of the schema lifecycle: expand, roll out, contract
+// (docs/schema-lifecycle.md).
+const (
+	// ReasonIncompatibleRevision: the migration to spec.schema.version is refused before its Job
+	// exists, because a revision that serves a shard, or that a rollback would return to, cannot
+	// run on that version; the message names each such revision, its range and its shards.
+	ReasonIncompatibleRevision = "IncompatibleRevision"
+	// ReasonRollbackRefused: a rollback (failurePolicy, abort, or a spec reverted to an older
+	// revision) would return a shard to a revision whose range does not contain the database's
+	// reported version; the shard holds on the revision that works.
+	ReasonRollbackRefused = "RollbackRefused"
+	// ReasonRollbackUnsafe: RollbackSafe=False: a revision a rollback would return to cannot run
+	// on the database's reported version.
+	ReasonRollbackUnsafe = "RollbackUnsafe"
+	// ReasonRollbackAvailable: RollbackSafe=True.
+	ReasonRollbackAvailable = "RollbackAvailable"
+	// ReasonDatabaseAhead: the database reports a version outside the range of a revision that
+	// serves a shard; nothing scales up on that revision.
+	ReasonDatabaseAhead = "DatabaseAhead"
+	// ReasonWaitingForContract: a new revision needs another expand while a contract is pending
+	// and its range does not cover both versions.
+	ReasonWaitingForContract = "WaitingForContract"
+	// ReasonContracting: the contract Job runs.
+	ReasonContracting = "Contracting"
+	// ReasonContractFailed: the contract Job failed, or its report does not confirm the version.
+	ReasonContractFailed = "ContractFailed"
+	// ReasonContractComplete: the database reports the contract version.
+	ReasonContractComplete = "ContractComplete"
+	// ContractReady=False reasons: what the contract waits for.
+	ReasonWaitingForShards   = "WaitingForShards"
+	ReasonOlderPodsRemain    = "OlderPodsRemain"
+	ReasonRollbackWindow     = "RollbackWindow"
+	ReasonAwaitingApproval   = "AwaitingApproval"
+	ReasonMigrationRunning   = "MigrationRunning"
+	ReasonContractReadyToRun = "ReadyToRun"
+)

@@ -97,10 +97,37 @@ type SchemaSpec struct {
 	// +kubebuilder:validation:Pattern=`^[0-9]+(\.[0-9]+)*$`
 	Version string `json:"version"`
 
-	// migration is the Job that brings the database up to version. It runs exactly once per
-	// version and attempt, before any pod of the revision.
+	// compatibility is the range of database schema versions the template's binary runs on: the
+	// oldest (min) and newest (max) schema it still works against. It must contain version. It is
+	// part of the revision, and recorded on the revision's ReplicaSets, so what an old revision is
+	// known to run on survives a lost status write or a restored backup. A migration to a version
+	// outside the range of a revision that serves a shard, or that a rollback would return to, is
+	// refused before its Job exists (IncompatibleRevision); a rollback to a revision whose range
+	// does not contain the database's version is refused (RollbackRefused). When unset, the
+	// revision is assumed to run on version and every newer schema (the rule of earlier
+	// releases), and plan and status say the range is assumed (docs/schema-lifecycle.md).
+	// +optional
+	Compatibility *SchemaCompatibility `json:"compatibility,omitempty"`
+
+	// migration is the Job that brings the database up to version (the expand step). It runs
+	// exactly once per version and attempt, before any pod of the revision, unless the revision
+	// also runs on the database's current version (compatibility.min), when shards may roll
+	// first and the migration follows.
 	// +required
 	Migration MigrationSpec `json:"migration"`
+
+	// contract is an optional migration that removes what only older revisions needed (the
+	// contract step), run exactly once when every shard is fully promoted to revisions whose
+	// range contains contract.version, no pod of any other revision exists, and the rollback
+	// window has passed (condition ContractReady says what it waits for).
+	// +optional
+	Contract *ContractSpec `json:"contract,omitempty"`
+
+	// allowBreakingMigration lets a migration start although a revision that serves a shard, or
+	// that a rollback would return to, cannot run on its version: planned downtime, chosen by a
+	// person. Default false: such a migration is refused before its Job exists.
+	// +optional
+	AllowBreakingMigration bool `json:"allowBreakingMigration,omitempty"`
 
 	// evidence says what confirms a schema version. Report (the default): the schema report a
 	// migration or check container writes to its termination message (docs/schema-report.md) must
@@ -122,6 +149,53 @@ type SchemaSpec struct {
 	// retry annotation.
 	// +optional
 	Check *SchemaCheckSpec `json:"check,omitempty"`
+}
+
+// SchemaCompatibility is the range of database schema versions a binary runs on, both ends
+// included, compared as versions (docs/schema-lifecycle.md).
+type SchemaCompatibility struct {
+	// min is the oldest schema version the binary runs on. Default: spec.schema.version.
+	// +optional
+	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:Pattern=`^[0-9]+(\.[0-9]+)*$`
+	Min string `json:"min,omitempty"`
+
+	// max is the newest schema version the binary runs on. Unset: every newer schema.
+	// +optional
+	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:Pattern=`^[0-9]+(\.[0-9]+)*$`
+	Max string `json:"max,omitempty"`
+}
+
+// ContractSpec is the contract migration: it runs once, after every shard left the revisions
+// that needed what it removes.
+type ContractSpec struct {
+	// version is the schema version the database is at after the contract. It must be above
+	// spec.schema.version and inside spec.schema.compatibility.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:Pattern=`^[0-9]+(\.[0-9]+)*$`
+	Version string `json:"version"`
+
+	// migration is the contract Job: the same template, backoff, deadline and report rules as
+	// spec.schema.migration. Its container receives SCHEMAGATE_SCHEMA_VERSION=version.
+	// +required
+	Migration MigrationSpec `json:"migration"`
+
+	// rollbackWindowSeconds is how long after the last shard was promoted the contract waits
+	// with no failure, in seconds, so that a rollback to the older revision stays possible.
+	// Default 600.
+	// +optional
+	// +kubebuilder:default=600
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=2592000
+	RollbackWindowSeconds *int32 `json:"rollbackWindowSeconds,omitempty"`
+
+	// requireApproval holds the contract, once every other rule holds, until a person sets the
+	// schemagate.io/approve-contract annotation (kubectl schemagate approve-contract NAME).
+	// +optional
+	RequireApproval bool `json:"requireApproval,omitempty"`
 }
 
 // SchemaEvidence names what confirms a schema version.
@@ -780,6 +854,85 @@ type SchemaStatus struct {
 	// +optional
 	// +kubebuilder:validation:MaxLength=1024
 	Cause string `json:"cause,omitempty"`
+
+	// phase is where the schema lifecycle stands: Expanding (the migration runs or waits),
+	// RollingOut (shards are promoted), RollbackWindow (every shard is promoted; the contract
+	// waits for the window, or for approval), Contracting (the contract Job runs), Complete.
+	// +optional
+	Phase SchemaPhase `json:"phase,omitempty"`
+
+	// phaseSince is when phase last changed.
+	// +optional
+	PhaseSince *metav1.Time `json:"phaseSince,omitempty"`
+
+	// revisions are the schema ranges of the revisions that serve a shard or that a rollback
+	// would return to, newest first (at most 16).
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=16
+	Revisions []RevisionSchema `json:"revisions,omitempty"`
+
+	// contract reports the contract migration, when spec.schema.contract is set.
+	// +optional
+	Contract *ContractStatus `json:"contract,omitempty"`
+}
+
+// SchemaPhase is a step of the schema lifecycle: expand, roll out, contract.
+type SchemaPhase string
+
+const (
+	SchemaPhaseExpanding      SchemaPhase = "Expanding"
+	SchemaPhaseRollingOut     SchemaPhase = "RollingOut"
+	SchemaPhaseRollbackWindow SchemaPhase = "RollbackWindow"
+	SchemaPhaseContracting    SchemaPhase = "Contracting"
+	SchemaPhaseComplete       SchemaPhase = "Complete"
+)
+
+// RevisionSchema is the schema range one revision runs on.
+type RevisionSchema struct {
+	// revision is the revision's hash.
+	// +kubebuilder:validation:MaxLength=63
+	Revision string `json:"revision"`
+	// min is the oldest schema version it runs on.
+	// +optional
+	// +kubebuilder:validation:MaxLength=63
+	Min string `json:"min,omitempty"`
+	// max is the newest schema version it runs on; empty: no newest.
+	// +optional
+	// +kubebuilder:validation:MaxLength=63
+	Max string `json:"max,omitempty"`
+	// assumed: the revision declares no range; it is assumed to run on min and every newer schema.
+	// +optional
+	Assumed bool `json:"assumed,omitempty"`
+	// shards are the shards it serves, in spec order.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=64
+	Shards []string `json:"shards,omitempty"`
+}
+
+// ContractStatus reports the contract migration.
+type ContractStatus struct {
+	// version is spec.schema.contract.version as last observed.
+	// +optional
+	// +kubebuilder:validation:MaxLength=63
+	Version string `json:"version,omitempty"`
+	// job is the current (or last) contract Job.
+	// +optional
+	// +kubebuilder:validation:MaxLength=63
+	Job string `json:"job,omitempty"`
+	// attempt is job's attempt number, from 1.
+	// +optional
+	Attempt int32 `json:"attempt,omitempty"`
+	// eligibleTime is the earliest time the contract may start: the rollback window's end.
+	// +optional
+	EligibleTime *metav1.Time `json:"eligibleTime,omitempty"`
+	// startTime is when job was created.
+	// +optional
+	StartTime *metav1.Time `json:"startTime,omitempty"`
+	// completionTime is when the database was confirmed at version after job.
+	// +optional
+	CompletionTime *metav1.Time `json:"completionTime,omitempty"`
 }
 
 // ShardStep is where a shard is in the promotion of the update revision.
@@ -859,6 +1012,14 @@ const (
 	ConditionSchemaReady = "SchemaReady"
 	// ConditionAvailable is True when every shard has at least replicas - maxUnavailable available pods.
 	ConditionAvailable = "Available"
+	// ConditionRollbackSafe is True while every revision a rollback would return to runs on the
+	// database's reported version; False once the last safe rollback point has passed (a
+	// contract ran, the database is ahead), with the versions in its message.
+	ConditionRollbackSafe = "RollbackSafe"
+	// ConditionContractReady is set when spec.schema.contract is set: False with the reason the
+	// contract waits for (WaitingForShards, OlderPodsRemain, RollbackWindow, AwaitingApproval,
+	// MigrationRunning), True once it may run or has run.
+	ConditionContractReady = "ContractReady"
 )
 
 // Condition reasons. Each is a CamelCase constant, as Kubernetes conventions ask.
@@ -921,6 +1082,12 @@ const AnnotationRetry = "schemagate.io/retry"
 // never on the next one. Handled once per value (status.lastHandledPromote, and on the
 // ReplicaSets: schemagate.io/handled-promote).
 const AnnotationPromote = "schemagate.io/promote"
+
+// AnnotationApproveContract, set to any new value, approves the contract migration of a
+// RoutingService whose spec.schema.contract.requireApproval is true; it acts once every other
+// rule of the contract holds. Handled once per value (schemagate.io/handled-approve-contract on
+// the ReplicaSets).
+const AnnotationApproveContract = "schemagate.io/approve-contract"
 
 // RoutingServiceStatus is the observed state of a RoutingService.
 type RoutingServiceStatus struct {
