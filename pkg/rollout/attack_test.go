@@ -106,6 +106,8 @@ func sameAction(a Action, in []Action) bool {
 			return true
 		case a.Job != nil && b.Job != nil && a.Job.Name == b.Job.Name:
 			return true
+		case a.Record != nil && b.Record != nil && a.Record.Name == b.Record.Name:
+			return true
 		}
 	}
 	return false

@@ -19,6 +19,8 @@ type Observed struct {
 	RoutingService *routingv1alpha1.RoutingService
 	ReplicaSets    []*appsv1.ReplicaSet
 	Jobs           []*batchv1.Job
+	// ControllerRevisions are the revision records labelled with its name (history.go).
+	ControllerRevisions []*appsv1.ControllerRevision
 	// Pods are the migration Jobs' pods (labelled with the RoutingService's name), read only to
 	// say why a migration is stuck or failed.
 	Pods []*corev1.Pod
@@ -96,6 +98,13 @@ const (
 	// never makes an old value act again (controls.go). Applied as a merge patch of those
 	// annotations alone, without a resourceVersion: it changes nothing another writer owns.
 	RecordControls ActionKind = "RecordControls"
+	// CreateRecord creates Record, the revision record of the update revision (history.go).
+	CreateRecord ActionKind = "CreateRecord"
+	// AdoptRecord adds a controller reference to Record, an orphaned verified revision record.
+	AdoptRecord ActionKind = "AdoptRecord"
+	// DeleteRecord deletes Record, a revision record no ReplicaSet needs any more, or one that does
+	// not verify.
+	DeleteRecord ActionKind = "DeleteRecord"
 )
 
 // Action is one intended change. The reconciler applies actions in order and stops at the first
@@ -114,6 +123,8 @@ type Action struct {
 	RemovePods bool
 	// Job is the Job to create, or the observed Job to suspend.
 	Job *batchv1.Job
+	// Record is the revision record to create, or the observed one to adopt or delete.
+	Record *appsv1.ControllerRevision
 	// Order is the served-order for MarkServed.
 	Order int64
 	// Annotations are the annotations RecordControls sets on a ReplicaSet, or AnnotateJob on a
@@ -127,6 +138,8 @@ func (a Action) String() string {
 	switch a.Kind {
 	case CreateJob, SuspendJob, DeleteJob, AdoptJob, AnnotateJob:
 		return fmt.Sprintf("%s %s: %s", a.Kind, a.Job.Name, a.Note)
+	case CreateRecord, AdoptRecord, DeleteRecord:
+		return fmt.Sprintf("%s %s: %s", a.Kind, a.Record.Name, a.Note)
 	case ScaleReplicaSet:
 		return fmt.Sprintf("%s %s %d→%d: %s", a.Kind, a.ReplicaSet.Name, replicasOf(a.ReplicaSet), a.Replicas, a.Note)
 	case CreateReplicaSet:

@@ -54,6 +54,7 @@ func Compute(o Observed) Plan {
 		p.markServed()
 		p.markStable()
 		p.cleanup()
+		p.keepHistory()
 	}
 	p.reportRefusals()
 	p.summarize()
@@ -93,6 +94,10 @@ type planner struct {
 	// untrusted are ReplicaSets that carry the update revision's name but another template: never
 	// scaled up, never the serving set, never a rollback target.
 	untrusted map[*appsv1.ReplicaSet]bool
+	// records are the verified revision records, by revision; verifiedRecords, the observed
+	// records that verify (history.go).
+	records         map[string]*routingv1alpha1.RoutingServiceSpec
+	verifiedRecords map[*appsv1.ControllerRevision]bool
 	// stepped records the shards whose ReplicaSets a rolling step or a rollback already acted on in
 	// this reconcile; resize leaves them alone.
 	stepped map[string]bool
@@ -140,19 +145,21 @@ type shardSet struct {
 func newPlanner(o Observed) *planner {
 	rsvc := o.RoutingService
 	p := &planner{
-		rsvc:           rsvc,
-		observed:       o,
-		now:            o.Now.Truncate(time.Second),
-		update:         Revision(&rsvc.Spec),
-		shards:         map[string]*shardSet{},
-		conflicts:      o.Conflicts,
-		mismatch:       map[string]string{},
-		mismatchReason: map[string]string{},
-		stepped:        map[string]bool{},
-		terminating:    o.TerminatingPods,
-		untrusted:      map[*appsv1.ReplicaSet]bool{},
-		status:         rsvc.Status.DeepCopy(),
+		rsvc:            rsvc,
+		observed:        o,
+		now:             o.Now.Truncate(time.Second),
+		update:          Revision(&rsvc.Spec),
+		shards:          map[string]*shardSet{},
+		conflicts:       o.Conflicts,
+		mismatch:        map[string]string{},
+		mismatchReason:  map[string]string{},
+		stepped:         map[string]bool{},
+		terminating:     o.TerminatingPods,
+		untrusted:       map[*appsv1.ReplicaSet]bool{},
+		verifiedRecords: map[*appsv1.ControllerRevision]bool{},
+		status:          rsvc.Status.DeepCopy(),
 	}
+	p.readRecords()
 	for _, rs := range o.ReplicaSets {
 		if rs == nil || rs.DeletionTimestamp != nil || rs.Labels[LabelComponent] != ComponentRouting {
 			continue
@@ -184,6 +191,7 @@ func newPlanner(o Observed) *planner {
 		})
 	}
 	p.matchTemplates()
+	p.trustAdopted()
 	p.adoptJobs()
 	p.holdRefusedBudgets()
 	p.jobs = ownedJobs(rsvc, o.Jobs, ComponentMigration)

@@ -54,14 +54,16 @@ func fixture() *routingv1alpha1.RoutingService {
 // "garbage" writes a message that is not a report and "silent" migrates and writes none. A check Job reports
 // the database as it is.
 type world struct {
-	t      *testing.T
-	now    time.Time
-	rsvc   *routingv1alpha1.RoutingService
-	rss    map[string]*appsv1.ReplicaSet
-	jobs   map[string]*batchv1.Job
-	log    []string
-	events []Event
-	seq    int
+	t    *testing.T
+	now  time.Time
+	rsvc *routingv1alpha1.RoutingService
+	rss  map[string]*appsv1.ReplicaSet
+	jobs map[string]*batchv1.Job
+	// records are the ControllerRevisions (revision records, history.go).
+	records map[string]*appsv1.ControllerRevision
+	log     []string
+	events  []Event
+	seq     int
 	// confirmed is the schema version the database is at (for I1); dirty is its dirty flag.
 	confirmed string
 	dirty     bool
@@ -89,7 +91,7 @@ type world struct {
 
 func newWorld(t *testing.T) *world {
 	return &world{t: t, now: time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC), rsvc: fixture(),
-		rss: map[string]*appsv1.ReplicaSet{}, jobs: map[string]*batchv1.Job{}, pods: map[string]*corev1.Pod{}}
+		rss: map[string]*appsv1.ReplicaSet{}, jobs: map[string]*batchv1.Job{}, records: map[string]*appsv1.ControllerRevision{}, pods: map[string]*corev1.Pod{}}
 }
 
 func (w *world) observed() Observed {
@@ -102,6 +104,9 @@ func (w *world) observed() Observed {
 	}
 	for _, pod := range w.pods {
 		o.Pods = append(o.Pods, pod.DeepCopy())
+	}
+	for _, cr := range w.records {
+		o.ControllerRevisions = append(o.ControllerRevisions, cr.DeepCopy())
 	}
 	return o
 }
@@ -138,6 +143,7 @@ func (w *world) reconcile() Plan {
 	for _, a := range plan.Actions {
 		w.log = append(w.log, w.now.Format("15:04:05")+" "+a.String())
 		before := w.shardAvailable()
+		w.checkTrusted(a)
 		w.apply(a)
 		w.checkActionI2(a, before, plan)
 	}
@@ -178,6 +184,16 @@ func (w *world) apply(a Action) {
 		w.deleteJob(a.Job.Name)
 	case AdoptReplicaSet:
 		w.rss[a.ReplicaSet.Name].OwnerReferences = append(w.rss[a.ReplicaSet.Name].OwnerReferences, ControllerRef(w.rsvc))
+		MarkAdopted(w.rss[a.ReplicaSet.Name])
+	case CreateRecord:
+		if _, ok := w.records[a.Record.Name]; ok {
+			w.t.Fatalf("%v: the record exists (AlreadyExists)", a)
+		}
+		w.records[a.Record.Name] = a.Record.DeepCopy()
+	case AdoptRecord:
+		w.records[a.Record.Name].OwnerReferences = append(w.records[a.Record.Name].OwnerReferences, ControllerRef(w.rsvc))
+	case DeleteRecord:
+		delete(w.records, a.Record.Name)
 	case AnnotateJob:
 		j := w.jobs[a.Job.Name]
 		if j.Annotations == nil {
@@ -193,6 +209,44 @@ func (w *world) apply(a Action) {
 	case RecordControls:
 		SetAnnotations(w.rss[a.ReplicaSet.Name], a.Annotations)
 	}
+}
+
+// checkTrusted checks, before a is applied, that a scale-up of a ReplicaSet schemagate adopted
+// (orphaned, or marked adopted) goes only to one a verified revision record vouches for: a record
+// in the world, labelled and named for its revision, whose data hashes to that revision and gives
+// its template. A ReplicaSet schemagate created itself needs none.
+func (w *world) checkTrusted(a Action) {
+	w.t.Helper()
+	if a.Kind != ScaleReplicaSet {
+		return
+	}
+	rs := w.rss[a.ReplicaSet.Name]
+	if rs == nil || a.Replicas <= *rs.Spec.Replicas {
+		return
+	}
+	_, adopted := rs.Annotations[annotationAdopted]
+	if !adopted && metav1.IsControlledBy(rs, w.rsvc) {
+		return
+	}
+	rev := rs.Labels[LabelRevision]
+	cr := w.records[RevisionRecordName(w.rsvc.Name, rev)]
+	var spec *routingv1alpha1.RoutingServiceSpec
+	if cr != nil && cr.Labels[LabelRevision] == rev {
+		spec = verifyRecord(cr, rev)
+	}
+	if spec == nil {
+		w.t.Fatalf("%v scales up adopted ReplicaSet %s with no verified record of revision %s\nlog:\n%s", a, rs.Name, rev, strings.Join(w.log, "\n"))
+	}
+	for _, shard := range spec.Shards {
+		if shard.Name == rs.Labels[LabelShard] {
+			recorded := &routingv1alpha1.RoutingService{ObjectMeta: metav1.ObjectMeta{Name: w.rsvc.Name, Namespace: w.rsvc.Namespace}, Spec: *spec}
+			if ok, diff := TemplateMatches(NewReplicaSet(recorded, shard, rev, 0).Spec.Template, rs.Spec.Template); !ok {
+				w.t.Fatalf("%v scales up adopted ReplicaSet %s whose template is not its record's: %s", a, rs.Name, diff)
+			}
+			return
+		}
+	}
+	w.t.Fatalf("%v scales up adopted ReplicaSet %s: its record has no shard %s", a, rs.Name, rs.Labels[LabelShard])
 }
 
 // shardAvailable counts, per shard, the pods that are available and that no ReplicaSet is asked to
