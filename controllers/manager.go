@@ -88,7 +88,8 @@ func ManagerOptions(metricsAddr, probeAddr string, leaderElect bool, leaderElect
 	}.Options()
 }
 
-// Options are the manager's options. The cache holds only the ReplicaSets, Jobs and Pods labelled
+// Options are the manager's options. The cache holds only the ReplicaSets, Jobs, Pods,
+// ControllerRevisions and budgets labelled
 // app.kubernetes.io/managed-by=schemagate, so the manager's memory does not grow with unrelated
 // objects in the cluster, and, with WatchNamespaces, only objects in those namespaces.
 func (c ManagerConfig) Options() ctrl.Options {
@@ -104,6 +105,8 @@ func (c ManagerConfig) Options() ctrl.Options {
 			&appsv1.ReplicaSet{}: {Label: ours},
 			&batchv1.Job{}:       {Label: ours},
 			&corev1.Pod{}:        {Label: ours},
+			// The revision records (pkg/rollout/history.go).
+			&appsv1.ControllerRevision{}: {Label: ours},
 			// The per-shard budgets (controllers/pdb.go), labelled like the rest.
 			&policyv1.PodDisruptionBudget{}: {Label: ours},
 		}},

@@ -28,9 +28,9 @@ func refusalOf(err error) (rollout.Refusal, bool) {
 	a := ae.action
 	r := rollout.Refusal{Message: apiMessage(err)}
 	switch a.Kind {
-	case rollout.CreateReplicaSet, rollout.CreateJob:
+	case rollout.CreateReplicaSet, rollout.CreateJob, rollout.CreateRecord:
 		r.Verb = "create"
-	case rollout.DeleteReplicaSet, rollout.DeleteJob:
+	case rollout.DeleteReplicaSet, rollout.DeleteJob, rollout.DeleteRecord:
 		r.Verb = "delete"
 	default:
 		r.Verb = "patch"
@@ -40,6 +40,8 @@ func refusalOf(err error) (rollout.Refusal, bool) {
 		r.Kind, r.Name = "Job", a.Job.Name
 	case a.ReplicaSet != nil:
 		r.Kind, r.Name = "ReplicaSet", a.ReplicaSet.Name
+	case a.Record != nil:
+		r.Kind, r.Name = "ControllerRevision", a.Record.Name
 	}
 	return r, true
 }

@@ -61,7 +61,23 @@ func (r *RoutingServiceReconciler) apply(ctx context.Context, rsvc *routingv1alp
 			patch := client.MergeFromWithOptions(a.ReplicaSet.DeepCopy(), client.MergeFromWithOptimisticLock{})
 			adopted := a.ReplicaSet.DeepCopy()
 			adopted.OwnerReferences = append(adopted.OwnerReferences, rollout.ControllerRef(rsvc))
+			rollout.MarkAdopted(adopted)
 			err = r.Patch(ctx, adopted, patch)
+		case rollout.CreateRecord:
+			// A record is history, not a step: a name held by an object the cache cannot see (not
+			// labelled) must not stop the actions after it. The planner writes it again when the
+			// name is free.
+			if err = r.Create(ctx, a.Record); apierrors.IsAlreadyExists(err) {
+				log.Info("the revision record's name is taken", "name", a.Record.Name)
+				err = nil
+			}
+		case rollout.AdoptRecord:
+			patch := client.MergeFromWithOptions(a.Record.DeepCopy(), client.MergeFromWithOptimisticLock{})
+			adopted := a.Record.DeepCopy()
+			adopted.OwnerReferences = append(adopted.OwnerReferences, rollout.ControllerRef(rsvc))
+			err = r.Patch(ctx, adopted, patch)
+		case rollout.DeleteRecord:
+			err = client.IgnoreNotFound(r.Delete(ctx, a.Record, client.Preconditions{UID: &a.Record.UID, ResourceVersion: &a.Record.ResourceVersion}))
 		case rollout.AdoptJob:
 			patch := client.MergeFromWithOptions(a.Job.DeepCopy(), client.MergeFromWithOptimisticLock{})
 			adopted := a.Job.DeepCopy()

@@ -55,6 +55,7 @@ type RoutingServiceReconciler struct {
 // +kubebuilder:rbac:groups=routing.schemagate.io,resources=routingservices/finalizers,verbs=update
 // +kubebuilder:rbac:groups=apps,resources=replicasets,verbs=get;list;watch;create;patch;delete
 // +kubebuilder:rbac:groups=batch,resources=jobs,verbs=get;list;watch;create;patch;delete
+// +kubebuilder:rbac:groups=apps,resources=controllerrevisions,verbs=list;watch;create;patch;delete
 // +kubebuilder:rbac:groups="",resources=pods,verbs=list;watch
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 
@@ -178,6 +179,7 @@ func (r *RoutingServiceReconciler) SetupWithManager(mgr ctrl.Manager) error {
 			predicate.GenerationChangedPredicate{}, predicate.LabelChangedPredicate{}, predicate.AnnotationChangedPredicate{}))).
 		Owns(&appsv1.ReplicaSet{}).
 		Owns(&batchv1.Job{}).
+		Owns(&appsv1.ControllerRevision{}).
 		Owns(&policyv1.PodDisruptionBudget{}).
 		// Migration and check pods carry the schema reports, and say why a migration is stuck
 		// (image pull, scheduling) before the Job does.

@@ -15,7 +15,7 @@ import (
 	"github.com/schemagate/schemagate/pkg/rollout"
 )
 
-// observe lists, from the cache, the ReplicaSets and Jobs labelled with the RoutingService's name
+// observe lists, from the cache, the ReplicaSets, Jobs and ControllerRevisions labelled with the RoutingService's name
 // in its namespace, and its migration and check Jobs' pods (their schema reports, and why a
 // migration is stuck). The planner keeps only the ReplicaSets and Jobs it controls (by owner UID),
 // and reads a report only from a pod its Job controls.
@@ -30,6 +30,11 @@ func (r *RoutingServiceReconciler) observe(ctx context.Context, rsvc *routingv1a
 	var jobList batchv1.JobList
 	if err := r.List(ctx, &jobList, in, selector); err != nil {
 		return rollout.Observed{}, fmt.Errorf("listing Jobs: %w", err)
+	}
+	// Its revision records (pkg/rollout/history.go).
+	var crList appsv1.ControllerRevisionList
+	if err := r.List(ctx, &crList, in, selector); err != nil {
+		return rollout.Observed{}, fmt.Errorf("listing ControllerRevisions: %w", err)
 	}
 	// One List of the RoutingService's pods: its migration, check and shard-check Jobs' pods go to
 	// the planner; of its routing pods only the terminating ones are counted.
@@ -52,6 +57,9 @@ func (r *RoutingServiceReconciler) observe(ctx context.Context, rsvc *routingv1a
 	}
 	for i := range jobList.Items {
 		o.Jobs = append(o.Jobs, &jobList.Items[i])
+	}
+	for i := range crList.Items {
+		o.ControllerRevisions = append(o.ControllerRevisions, &crList.Items[i])
 	}
 	return o, nil
 }

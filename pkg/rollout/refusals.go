@@ -17,7 +17,8 @@ import (
 type Refusal struct {
 	// Verb is what was refused: "create", "patch" or "delete".
 	Verb string
-	// Kind is the object's kind: "ReplicaSet", "Job" or "PodDisruptionBudget".
+	// Kind is the object's kind: "ReplicaSet", "Job", "ControllerRevision" or
+	// "PodDisruptionBudget".
 	Kind string
 	// Name is the object's name, in the RoutingService's namespace.
 	Name string

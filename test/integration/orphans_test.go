@@ -34,6 +34,9 @@ func orphan(t *testing.T, ns string, uid string) {
 	for _, p := range budgets(t, ns) {
 		objs = append(objs, p.DeepCopy())
 	}
+	for _, cr := range records(t, ns) {
+		objs = append(objs, cr.DeepCopy())
+	}
 	for _, o := range objs {
 		var kept []metav1.OwnerReference
 		for _, ref := range o.GetOwnerReferences() {
@@ -89,6 +92,11 @@ func TestOrphansAreAdoptedAndGoWithTheRoutingService(t *testing.T) {
 				return fmt.Errorf("Job %s: owners %v", j.Name, j.OwnerReferences)
 			}
 		}
+		for _, cr := range records(t, ns) {
+			if !metav1.IsControlledBy(&cr, rsvc) {
+				return fmt.Errorf("revision record %s: owners %v", cr.Name, cr.OwnerReferences)
+			}
+		}
 		pdbs := budgets(t, ns)
 		if len(pdbs) != 3 {
 			return fmt.Errorf("%d budgets, want 3", len(pdbs))
@@ -111,6 +119,16 @@ func TestOrphansAreAdoptedAndGoWithTheRoutingService(t *testing.T) {
 	kit.Update(t, ns, story.ToV2("app:v2", "migrate:ok"))
 	kit.WaitReady(t, ns, 90*time.Second)
 	story.Eventually(t, 20*time.Second, "everything still owned after the update", owned)
+}
+
+// records lists the namespace's ControllerRevisions (schemagate's revision records).
+func records(t *testing.T, ns string) []appsv1.ControllerRevision {
+	t.Helper()
+	var list appsv1.ControllerRevisionList
+	if err := k8s.List(context.Background(), &list, client.InNamespace(ns)); err != nil {
+		t.Fatal(err)
+	}
+	return list.Items
 }
 
 // ownedBy reports whether refs has a reference, controller or not, to rsvc.
