@@ -7,6 +7,7 @@ import (
 	"unicode/utf8"
 
 	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
@@ -30,14 +31,73 @@ const (
 // the Job controller sets when the Job starts and again when it is resumed, so time spent
 // suspended (a queue such as Kueue) does not count; from its creation when it has no startTime
 // (a Job whose pods are never created still ends, I3). A startTime in the future is taken as now.
+// A resumed Job counts from its resume (resumedAt) even before the Job controller has written the
+// new startTime: from the moment schemagate first saw it released, or, in the reconcile that sees
+// that first, from now.
 // Worked numbers: created 12:00, suspended by a queue until 12:30 (startTime 12:30),
-// activeDeadlineSeconds 600 → the deadline passes at 12:40:10.
+// activeDeadlineSeconds 600 → the deadline passes at 12:40:10; the same when the Job controller
+// writes startTime only at 12:31, or never.
 func deadlineAt(j *batchv1.Job, now time.Time) time.Time {
 	base := j.CreationTimestamp.Time
 	if st := notAfter(j.Status.StartTime, now); st != nil && st.After(base) {
 		base = st.Time
 	}
+	if r, ok := resumedAt(j, now); ok && r.After(base) {
+		base = r
+	} else if !ok && resuming(j) {
+		base = now
+	}
 	return base.Add(jobDeadline(j) + migrationGrace)
+}
+
+// annotationResumedAt records on a migration Job when schemagate first saw it released from a
+// suspension (spec.suspend false) that the Job controller had not yet acted on (its Suspended
+// condition still True): an RFC 3339 time, so that the deadline of a resumed Job counts from its
+// resume whatever the Job controller does.
+const annotationResumedAt = "schemagate.io/resumed-at"
+
+// resuming reports whether j is unfinished, no longer asked to be suspended, and still Suspended
+// for the Job controller: it has just been resumed.
+func resuming(j *batchv1.Job) bool {
+	return !ptr.Deref(j.Spec.Suspend, false) && !finished(j) && jobCondition(j, batchv1.JobSuspended) != nil
+}
+
+// resumedAt is when j was last resumed, as the cluster says: the transition of its Suspended
+// condition to False (the Job controller's resume), or, while it is still True, annotationResumedAt
+// when that is after the suspension began and not in the future (the annotation is untrusted).
+// False when j was never resumed, or no valid time says when.
+func resumedAt(j *batchv1.Job, now time.Time) (time.Time, bool) {
+	for _, c := range j.Status.Conditions {
+		if c.Type == batchv1.JobSuspended && c.Status == corev1.ConditionFalse {
+			return notAfter(&c.LastTransitionTime, now).Time, true
+		}
+	}
+	c := jobCondition(j, batchv1.JobSuspended)
+	if c == nil || !resuming(j) {
+		return time.Time{}, false
+	}
+	v, ok := j.Annotations[annotationResumedAt]
+	if !ok || len(v) > 64 {
+		return time.Time{}, false
+	}
+	at, err := time.Parse(time.RFC3339, v)
+	if err != nil || at.After(now) || at.Before(c.LastTransitionTime.Time) {
+		return time.Time{}, false
+	}
+	return at, true
+}
+
+// markResumed plans annotationResumedAt on the latest migration attempt when it has just been
+// resumed and no valid time says since when.
+func (p *planner) markResumed(latest *ownedJob) {
+	if latest == nil || !resuming(latest.job) {
+		return
+	}
+	if _, ok := resumedAt(latest.job, p.now); ok {
+		return
+	}
+	p.act(Action{Kind: AnnotateJob, Job: latest.job, Annotations: map[string]string{annotationResumedAt: p.now.UTC().Format(time.RFC3339)},
+		Note: "released from its suspension: its deadline counts from now"})
 }
 
 // queued reports whether a migration Job is suspended by someone other than schemagate (a queue

@@ -196,3 +196,61 @@ func TestPodTextIsValidAndBounded(t *testing.T) {
 		}
 	}
 }
+
+// resumeLagging plays a queue releasing a suspended Job (spec.suspend false) before the Job
+// controller has acted on it: its Suspended condition still says True, its startTime is unset.
+func (w *world) resumeLagging(name string) {
+	j := w.jobs[name]
+	j.Spec.Suspend = ptr.To(false)
+	j.Status.StartTime = nil
+}
+
+// catchUp plays the Job controller acting on a resume that happened at resumed: Suspended=False
+// since then, and a new startTime.
+func (w *world) catchUp(name string, resumed time.Time) {
+	j := w.jobs[name]
+	j.Status.Conditions = []batchv1.JobCondition{{Type: batchv1.JobSuspended, Status: corev1.ConditionFalse, Reason: "JobResumed", LastTransitionTime: metav1.Time{Time: resumed}}}
+	j.Status.StartTime = &metav1.Time{Time: resumed}
+}
+
+// A migration Job resumed after a long suspension has its whole deadline from the resume, also
+// in the moments before the Job controller writes its new startTime (or if it never does): no
+// MigrationDeadlineExceeded at the resume, and the deadline still passes in bounded time (I3).
+func TestResumedMigrationDeadlineCountsFromTheResume(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		catchUpIn time.Duration // 0: the Job controller never acts
+	}{{"job-controller-lags", 30 * time.Second}, {"job-controller-never-acts", 0}} {
+		t.Run(tc.name, func(t *testing.T) {
+			w := steady(t)
+			w.update("app:v2", "2", "migrate:hang")
+			w.reconcile()
+			job := MigrationJobName("rs-a", "2", 1)
+			w.queue(job)
+			for range 20 {
+				w.step(10 * time.Second) // 200 s suspended, past the 120 s deadline had it run
+			}
+			resumed := w.now
+			w.resumeLagging(job)
+			deadline := resumed.Add(120*time.Second + migrationGrace)
+			for w.now.Before(deadline.Add(-time.Second)) {
+				if tc.catchUpIn > 0 && w.now.Equal(resumed.Add(tc.catchUpIn)) {
+					w.catchUp(job, resumed)
+				}
+				plan := w.step(time.Second)
+				for _, a := range plan.Actions {
+					if a.Kind == SuspendJob {
+						t.Fatalf("%s after the resume: %v", w.now.Sub(resumed), a)
+					}
+				}
+				if r := w.schemaReason(); r != routingv1alpha1.ReasonMigrating {
+					t.Fatalf("%s after the resume: SchemaReady %s: %s", w.now.Sub(resumed), r, w.condition(routingv1alpha1.ConditionSchemaReady).Message)
+				}
+			}
+			w.run(30, func() bool { return w.stalledWith(routingv1alpha1.ReasonMigrationDeadline) })
+			if w.now.After(deadline.Add(5 * time.Second)) {
+				t.Fatalf("the deadline passed at %s after the resume, want %s", w.now.Sub(resumed), deadline.Sub(resumed))
+			}
+		})
+	}
+}

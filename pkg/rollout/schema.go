@@ -191,6 +191,7 @@ func (p *planner) schemaGate() bool {
 	case !ended && queued(latest.job):
 		p.migrationQueued(latest)
 	case !ended:
+		p.markResumed(latest)
 		p.schemaCondition(metav1.ConditionFalse, routingv1alpha1.ReasonMigrating, p.migratingMessage(latest.job.Name, latest.attempt, p.causeOf(latest)))
 		p.requeueAt(deadlineAt(latest.job, p.now))
 	case readingOf(p.readings, latest) != nil && readingOf(p.readings, latest).pending:
