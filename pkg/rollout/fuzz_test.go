@@ -181,6 +181,26 @@ func checkFuzzPlan(t *testing.T, which string, o Observed, plan Plan) {
 			}
 		case AdoptReplicaSet:
 			adopted[a.ReplicaSet] = true
+		case CreateRecord:
+			if a.Record.Name != RevisionRecordName(rsvc.Name, Revision(&rsvc.Spec)) || verifyRecord(a.Record, Revision(&rsvc.Spec)) == nil {
+				t.Fatalf("%s: action %d %s: not the update revision's verified record", which, i, a)
+			}
+		case DeleteRecord:
+			if !metav1.IsControlledBy(a.Record, rsvc) {
+				t.Fatalf("%s: action %d %s: the record is not controlled by the RoutingService", which, i, a)
+			}
+		case AdoptRecord:
+			if metav1.GetControllerOf(a.Record) != nil || verifyRecord(a.Record, a.Record.Labels[LabelRevision]) == nil {
+				t.Fatalf("%s: action %d %s: adopts a record that has a controller or does not verify", which, i, a)
+			}
+		}
+		if a.Kind == ScaleReplicaSet && a.Replicas > replicasOf(a.ReplicaSet) {
+			// History: an adopted ReplicaSet is scaled up only as the update revision or when a
+			// verified record vouches for it.
+			_, marked := a.ReplicaSet.Annotations[annotationAdopted]
+			if (marked || !metav1.IsControlledBy(a.ReplicaSet, rsvc)) && !fuzzIsUpdate(rsvc, a.ReplicaSet) && !fuzzVouched(o, a.ReplicaSet) {
+				t.Fatalf("%s: action %d %s scales up an adopted ReplicaSet no verified record vouches for", which, i, a)
+			}
 		}
 		if a.Kind == RecordControls {
 			for k, v := range a.Annotations {
@@ -286,6 +306,10 @@ func deepCopyObserved(o Observed) Observed {
 	for _, p := range o.Pods {
 		out.Pods = append(out.Pods, p.DeepCopy())
 	}
+	out.ControllerRevisions = nil
+	for _, cr := range o.ControllerRevisions {
+		out.ControllerRevisions = append(out.ControllerRevisions, cr.DeepCopy())
+	}
 	out.Conflicts = append([]Conflict(nil), o.Conflicts...)
 	return out
 }
@@ -331,6 +355,18 @@ type fuzzCluster struct {
 	// Condition is the "ratio" check's successCondition: one that compiles, one that does not,
 	// one that yields no bool, or one with an unknown variable (refused before any shard moves).
 	Condition uint8
+	// Adopted marks the i-th ReplicaSet (bit i, the first 8) schemagate.io/adopted.
+	Adopted uint8
+	// Records are the ControllerRevisions labelled for the RoutingService (revision records).
+	Records []fuzzRecord
+}
+
+// fuzzRecord is a revision record (history.go) a cluster may hold.
+type fuzzRecord struct {
+	Revision uint8 // label: fuzzRevs.pick
+	Data     uint8 // the spec of its revision, that spec with another image, junk, nothing, another image under its own revision
+	Owner    uint8 // ours, none, another RoutingService of the same name, ours being deleted
+	Name     uint8 // RevisionRecordName(name, label), another name
 }
 
 // fuzzRecords are record annotation values a cluster may hold: the tokens, lists, junk, a value
@@ -569,6 +605,14 @@ func fuzzObserved(statusIn, clusterIn []byte, clock int64) Observed {
 			}
 		}
 	}
+	for i := range o.ReplicaSets {
+		if i < 8 && c.Adopted&(1<<i) != 0 {
+			MarkAdopted(o.ReplicaSets[i])
+		}
+	}
+	for i, f := range c.Records {
+		o.ControllerRevisions = append(o.ControllerRevisions, fuzzRevisionRecord(rsvc, other, f, revs, i))
+	}
 	for i, f := range c.Jobs {
 		o.Jobs = append(o.Jobs, fuzzMigrationJob(rsvc, other, f, i))
 	}
@@ -648,6 +692,86 @@ func fuzzReplicaSet(rsvc, other *routingv1alpha1.RoutingService, shard routingv1
 	}
 	rs.CreationTimestamp = metav1.Time{Time: fuzzBase.Add(pick(f.Created, fuzzAges))}
 	return rs
+}
+
+func fuzzRevisionRecord(rsvc, other *routingv1alpha1.RoutingService, f fuzzRecord, revs fuzzRevs, i int) *appsv1.ControllerRevision {
+	rev := revs.pick(f.Revision)
+	from := rsvc
+	switch rev {
+	case revs.old2:
+		from = fuzzSpecWith("app:v1", "1")
+	case revs.old1:
+		from = fuzzSpecWith("app:v0", "1")
+	}
+	from = from.DeepCopy()
+	from.Name, from.Namespace, from.UID = rsvc.Name, rsvc.Namespace, rsvc.UID
+	switch f.Data % 5 {
+	case 1, 4:
+		from.Spec.Template.Spec.Containers[0].Image = "app:evil"
+		if f.Data%5 == 4 {
+			rev = Revision(&from.Spec)
+		}
+	}
+	cr := NewRevisionRecord(from, rev, int64(i))
+	switch f.Data % 5 {
+	case 2:
+		cr.Data.Raw = []byte(`{"template":`)
+	case 3:
+		cr.Data.Raw = nil
+	}
+	cr.UID = types.UID(fmt.Sprintf("cr-%d", i))
+	switch f.Owner % 4 {
+	case 1:
+		cr.OwnerReferences = nil
+	case 2:
+		cr.OwnerReferences = []metav1.OwnerReference{ControllerRef(other)}
+	case 3:
+		cr.DeletionTimestamp = &metav1.Time{Time: fuzzBase}
+	}
+	if f.Name%2 == 1 {
+		cr.Name = fmt.Sprintf("%s-other%d", rsvc.Name, i)
+	}
+	return cr
+}
+
+// fuzzVouched reports whether a verified record in o vouches for rs (history.go's rule, computed
+// again here): named and labelled for rs's revision, controlled by the RoutingService or by
+// nothing, not being deleted, hashing to its revision, giving rs's template for its shard and the
+// schema rs requires.
+func fuzzVouched(o Observed, rs *appsv1.ReplicaSet) bool {
+	rsvc, rev := o.RoutingService, rs.Labels[LabelRevision]
+	for _, cr := range o.ControllerRevisions {
+		if cr.Name != RevisionRecordName(rsvc.Name, rev) || cr.Labels[LabelRevision] != rev || cr.Labels[LabelName] != rsvc.Name ||
+			cr.Labels[LabelComponent] != ComponentHistory || cr.DeletionTimestamp != nil {
+			continue
+		}
+		if ref := metav1.GetControllerOf(cr); ref != nil && ref.UID != rsvc.UID {
+			continue
+		}
+		spec := verifyRecord(cr, rev)
+		if spec == nil || !schemaversion.Equal(spec.Schema.Version, RequiredSchema(rs)) {
+			continue
+		}
+		for _, shard := range spec.Shards {
+			recorded := &routingv1alpha1.RoutingService{ObjectMeta: metav1.ObjectMeta{Name: rsvc.Name, Namespace: rsvc.Namespace}, Spec: *spec}
+			if ok, _ := TemplateMatches(NewReplicaSet(recorded, shard, rev, 0).Spec.Template, rs.Spec.Template); ok && shard.Name == rs.Labels[LabelShard] {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// fuzzIsUpdate reports whether rs runs the update revision's template for its shard and its
+// schema (matchTemplates checks those against the spec itself).
+func fuzzIsUpdate(rsvc *routingv1alpha1.RoutingService, rs *appsv1.ReplicaSet) bool {
+	for _, shard := range rsvc.Spec.Shards {
+		if shard.Name == rs.Labels[LabelShard] {
+			ok, _ := TemplateMatches(NewReplicaSet(rsvc, shard, rs.Labels[LabelRevision], 0).Spec.Template, rs.Spec.Template)
+			return ok && schemaversion.Equal(RequiredSchema(rs), rsvc.Spec.Schema.Version)
+		}
+	}
+	return false
 }
 
 func fuzzMigrationJob(rsvc, other *routingv1alpha1.RoutingService, f fuzzJob, i int) *batchv1.Job {
@@ -1031,6 +1155,25 @@ func fuzzComputeSeeds() []fuzzSeed {
 			c.Jobs = append(c.Jobs, fuzzJob{Attempt: 1, Name: 2, Active: 1})
 		}},
 		{name: "steady", status: `{"stableRevision":"@U","updateRevision":"@U","observedGeneration":1,"shards":[{"name":"us-east","step":"Promoted","stepRevision":"@U","stepStartTime":"2026-11-30T11:00:00Z"},{"name":"eu-west","step":"Promoted","stepRevision":"@U","stepStartTime":"2026-11-30T11:00:00Z"},{"name":"ap-south","step":"Promoted","stepRevision":"@U","stepStartTime":"2026-11-30T11:00:00Z"}]}`, cluster: allServing},
+		// us-east rolls back from a failed update; an orphan of old1 with a forged served-order
+		// above old2's sits beside old2: with its template edited and no record, with a genuine
+		// record (an orphan of a real revision), and with a record whose data was edited.
+		{name: "planted-orphan-rollback", status: `{"stableRevision":"@O2","failure":{"revision":"@U","reason":"ProgressDeadlineExceeded","shard":"us-east","message":"m","time":"2026-11-30T11:00:00Z"},"shards":[{"name":"us-east","step":"RollingBack","stepRevision":"@U","stepStartTime":"2026-11-30T11:59:00Z"}]}`,
+			cluster: func(c *fuzzCluster) {
+				v2Update(c)
+				c.Version = 0 // app:v2 on schema 1, confirmed a minute ago
+				c.Jobs, c.Pods = []fuzzJob{{Condition: 1, Created: 2}}, []fuzzPod{{State: 3, Message: 6, Owner: 1, Phase: 1, Created: 2}}
+				c.Shards[0] = []fuzzRS{{Replicas: 3, StatusReplicas: 3}, {Revision: 1, ServedOrder: 1}, {Revision: 2, Template: 1, Owner: 2, ServedOrder: 3}}
+			}},
+		{name: "adopted-orphan-with-record", status: `{"stableRevision":"@O2","failure":{"revision":"@U","reason":"ProgressDeadlineExceeded","shard":"us-east","message":"m","time":"2026-11-30T11:00:00Z"},"shards":[{"name":"us-east","step":"RollingBack","stepRevision":"@U","stepStartTime":"2026-11-30T11:59:00Z"}]}`,
+			cluster: func(c *fuzzCluster) {
+				v2Update(c)
+				c.Version = 0
+				c.Jobs, c.Pods = []fuzzJob{{Condition: 1, Created: 2}}, []fuzzPod{{State: 3, Message: 6, Owner: 1, Phase: 1, Created: 2}}
+				c.Shards[0] = []fuzzRS{{Replicas: 3, StatusReplicas: 3}, {Revision: 1, ServedOrder: 1}, {Revision: 2, ServedOrder: 3}}
+				c.Adopted = 1 << 2
+				c.Records = []fuzzRecord{{Revision: 2}, {Revision: 1, Data: 1, Owner: 1}, {Revision: 0, Data: 4}}
+			}},
 		{name: "orphans-and-annotations", status: `{"stableRevision":"@O2"}`, cluster: func(c *fuzzCluster) {
 			v2Update(c)
 			c.Retry, c.Abort, c.Promote = 1, 1, 1
