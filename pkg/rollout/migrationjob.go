@@ -73,7 +73,7 @@ func resumedAt(j *batchv1.Job, now time.Time) (time.Time, bool) {
 		}
 	}
 	c := jobCondition(j, batchv1.JobSuspended)
-	if c == nil || !resuming(j) {
+	if c == nil || ptr.Deref(j.Spec.Suspend, false) {
 		return time.Time{}, false
 	}
 	v, ok := j.Annotations[annotationResumedAt]

@@ -215,7 +215,8 @@ func (w *world) catchUp(name string, resumed time.Time) {
 
 // A migration Job resumed after a long suspension has its whole deadline from the resume, also
 // in the moments before the Job controller writes its new startTime (or if it never does): no
-// MigrationDeadlineExceeded at the resume, and the deadline still passes in bounded time (I3).
+// MigrationDeadlineExceeded at the resume, and the deadline still passes in bounded time (I3). A
+// success within that deadline opens the gate (it is not late).
 func TestResumedMigrationDeadlineCountsFromTheResume(t *testing.T) {
 	for _, tc := range []struct {
 		name      string
@@ -253,4 +254,28 @@ func TestResumedMigrationDeadlineCountsFromTheResume(t *testing.T) {
 			}
 		})
 	}
+	t.Run("succeeds-after-the-resume", func(t *testing.T) {
+		w := steady(t)
+		w.update("app:v2", "2", "migrate:hang")
+		w.reconcile()
+		job := MigrationJobName("rs-a", "2", 1)
+		w.queue(job)
+		for range 20 {
+			w.step(10 * time.Second)
+		}
+		w.resumeLagging(job)
+		for range 60 {
+			w.step(time.Second)
+		}
+		// It completes while its Suspended condition still says True (the Job controller never
+		// wrote the resume): the time schemagate recorded says when it was resumed.
+		w.confirmed = "2"
+		suspended := w.jobs[job].Status.Conditions
+		w.finishJob(job, false, w.now, "migrate", gateReport(t, "2", false, w.now))
+		w.jobs[job].Status.Conditions = append(suspended, w.jobs[job].Status.Conditions...)
+		w.step(time.Second)
+		if c := w.condition(routingv1alpha1.ConditionSchemaReady); c.Reason != routingv1alpha1.ReasonSchemaConfirmed {
+			t.Fatalf("a success 60 s after the resume: SchemaReady %s: %s", c.Reason, c.Message)
+		}
+	})
 }

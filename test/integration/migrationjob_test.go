@@ -218,3 +218,60 @@ func TestStoryDeadlineNamesTheCause(t *testing.T) {
 	failByDeadline(t, job, pod)
 	story.Eventually(t, 15*time.Second, "Stalled MigrationDeadlineExceeded naming the cause", hasStall(t, ns, routingv1alpha1.ReasonMigrationDeadline, `CreateContainerConfigError: secret "db-credentialz" not found`))
 }
+
+// A queue releases a migration Job that was suspended for longer than its deadline, and the Job
+// controller has not yet acted on the resume (its Suspended condition still says True, its
+// startTime is the one from before the suspension): the deadline counts from the resume, which
+// schemagate records on the Job, so the release does not fail the migration at once, and its
+// success opens the gate.
+func TestStoryResumedMigrationDeadlineCountsFromTheResume(t *testing.T) {
+	t.Parallel()
+	ns := steadyV1(t)
+	ctx := context.Background()
+	kit.Update(t, ns, func(r *routingv1alpha1.RoutingService) {
+		story.ToV2("app:v2", "migrate:manual")(r)
+		r.Spec.Schema.Migration.ActiveDeadlineSeconds = ptr.To(int64(5))
+	})
+	job := migrationJob(t, ns, "2", 1)
+	setSuspend := func(v bool) {
+		t.Helper()
+		err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+			j := &batchv1.Job{}
+			if err := k8s.Get(ctx, client.ObjectKeyFromObject(job), j); err != nil {
+				return err
+			}
+			j.Spec.Suspend = ptr.To(v)
+			return k8s.Update(ctx, j)
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	story.Eventually(t, 10*time.Second, "the Job started", func() error {
+		j := &batchv1.Job{}
+		if err := k8s.Get(ctx, client.ObjectKeyFromObject(job), j); err != nil || j.Status.StartTime == nil {
+			return fmt.Errorf("no startTime yet (%v)", err)
+		}
+		return nil
+	})
+	setSuspend(true)
+	story.Eventually(t, 10*time.Second, "Stalled MigrationSuspended", hasStall(t, ns, routingv1alpha1.ReasonMigrationSuspended, "longer than activeDeadlineSeconds"))
+	// Past startTime + 5 s + 10 s: a deadline counted from the old startTime has passed.
+	time.Sleep(12 * time.Second)
+	setSuspend(false)
+	story.Consistently(t, 8*time.Second, "no MigrationDeadlineExceeded after the resume", func() error {
+		if c := story.Condition(kit.Get(t, ns), routingv1alpha1.ConditionSchemaReady); c == nil || c.Reason == routingv1alpha1.ReasonMigrationDeadline {
+			return fmt.Errorf("SchemaReady %+v", c)
+		}
+		return nil
+	})
+	j := &batchv1.Job{}
+	if err := k8s.Get(ctx, client.ObjectKeyFromObject(job), j); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := j.Annotations["schemagate.io/resumed-at"]; !ok {
+		t.Fatalf("the resume is not recorded on the Job: %v", j.Annotations)
+	}
+	finishJob(t, ns, "2", true)
+	kit.WaitReady(t, ns, 90*time.Second)
+}
