@@ -76,6 +76,9 @@ type serveConfig struct {
 	// routed requests. Empty: never.
 	CrashInRegion string
 	CrashAfter    int
+	// UnreadyInRegion reproduces a binary that never becomes ready in one region: when REGION
+	// equals it, /ready answers 503. Empty: never.
+	UnreadyInRegion string
 	// LoseRoutes reproduces a binary that is up and Ready but has lost part of its route table
 	// (issue 11's bad v2): every Nth domain of the table, in sorted order, is dropped after each
 	// load, so those domains answer 404. 0: none.
@@ -114,6 +117,7 @@ func parseServeFlags(args []string) (serveConfig, error) {
 	fs.DurationVar(&c.CacheTTL, "cache-ttl", 5*time.Second, "age after which fail-empty drops the table")
 	fs.StringVar(&c.Revision, "revision", "", "sent as X-Revision (default $REVISION)")
 	fs.StringVar(&c.CrashInRegion, "crash-in-region", "", "test aid: exit 1 under load when $REGION is this region")
+	fs.StringVar(&c.UnreadyInRegion, "unready-in-region", "", "test aid: /ready answers 503 when $REGION is this region")
 	fs.IntVar(&c.CrashAfter, "crash-after", 20, "with --crash-in-region: routed requests before the exit")
 	fs.IntVar(&c.LoseRoutes, "lose-every-nth-route", 0, "test aid: drop every Nth domain of the loaded table (sorted), which then answers 404 while /ready stays 200")
 	fs.DurationVar(&c.ShutdownDelay, "shutdown-delay", 2*time.Second, "after SIGTERM, keep serving this long with /ready failing before closing the listener")

@@ -67,6 +67,10 @@ func (s *server) handler() http.Handler {
 			http.Error(w, "not ready: shutting down", http.StatusServiceUnavailable)
 			return
 		}
+		if s.cfg.UnreadyInRegion != "" && s.cfg.UnreadyInRegion == s.cfg.Region {
+			http.Error(w, "not ready: unready in region "+s.cfg.Region+", as --unready-in-region asks", http.StatusServiceUnavailable)
+			return
+		}
 		if why := s.table.notReady(); why != "" {
 			http.Error(w, "not ready: "+why, http.StatusServiceUnavailable)
 			return

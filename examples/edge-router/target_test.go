@@ -272,3 +272,19 @@ func TestValidTarget(t *testing.T) {
 		}
 	}
 }
+
+// --unready-in-region is a revision that never becomes ready in one region (a failure in one
+// shard that no client sees: unready pods get no traffic).
+func TestUnreadyInRegion(t *testing.T) {
+	url := newDatabase(t, pg)
+	migrateTo(t, url, 1)
+	there := routerFor(t, url, serveConfig{Schema: 1, CheckSchema: true, UnreadyInRegion: "us-east"})
+	elsewhere := routerFor(t, url, serveConfig{Schema: 1, CheckSchema: true, UnreadyInRegion: "eu-west"})
+	eventually(t, "ready where it may be", func() bool { return code(t, elsewhere, "", "/ready") == 200 })
+	if c, body, _ := get(t, there, "", "/ready"); c != 503 || !strings.Contains(body, "unready in region us-east") {
+		t.Errorf("/ready in the unready region: %d %q", c, body)
+	}
+	if c := code(t, there, "d01.example", "/"); c != 200 {
+		t.Errorf("routing in the unready region: %d (it routes; only /ready fails)", c)
+	}
+}
