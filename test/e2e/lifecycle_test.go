@@ -113,6 +113,7 @@ func TestIncidentR4WithoutWindow(t *testing.T) {
 	services := regionPods(rsvcSelector)
 	waitServed(t, ns, services)
 	gen := startTraffic(ns, services)
+	t.Cleanup(func() { gen.Stop() }) // when the test ends early; Stop again is harmless
 	time.Sleep(3 * time.Second)
 
 	began := time.Now()
@@ -167,6 +168,7 @@ func TestIncidentR4WithSchemagate(t *testing.T) {
 	services := regionPods(rsvcSelector)
 	waitServed(t, ns, services)
 	gen := startTraffic(ns, services)
+	t.Cleanup(func() { gen.Stop() }) // when the test ends early; Stop again is harmless
 	time.Sleep(3 * time.Second)
 
 	kit().Update(t, ns, realstack.ToNaiveV2(db, 0, realstack.Range("2", "2")))
@@ -342,6 +344,7 @@ func TestIncidentR5ExpandContract(t *testing.T) {
 	life := watchLifecycle(t, ns)
 	defer life.end(t)
 	gen := startTraffic(ns, services)
+	t.Cleanup(func() { gen.Stop() }) // when the test ends early; Stop again is harmless
 	time.Sleep(3 * time.Second)
 
 	// 1. Before the contract: v2 never becomes ready in eu-west. The expand runs, us-east is
