@@ -89,7 +89,7 @@ prometheus-binary: ## Build the Prometheus server test/prometheus runs from sour
 # outlive a make killed by PID. exec'd, it is make's own child, which dies with its parent
 # (hack/demo/parent.go) and stops the cluster on SIGTERM as on Ctrl-C.
 .PHONY: demo
-demo: build cluster-binaries postgres ## Watch a schema-gated three-region rollout on a local control plane (KEEP=1 keeps it up).
+demo: build cluster-binaries postgres ## Watch a schema-gated three-region rollout on a local control plane (KEEP=1 keeps it up; DEMO=expand-contract: the expand, roll out, contract lifecycle).
 	go build -o $(BIN)/edge-router ./examples/edge-router
 	go build -o $(BIN)/schemagate-schema ./cmd/schemagate-schema
 	go build -o $(BIN)/demo ./hack/demo

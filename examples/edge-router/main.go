@@ -15,6 +15,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"regexp"
 	"strconv"
 	"syscall"
 	"time"
@@ -55,13 +56,18 @@ func main() {
 type serveConfig struct {
 	Listen      string
 	DatabaseURL string
-	Schema      int    // the schema version this binary reads: 1 or 2
-	CheckSchema bool   // /ready waits for that schema and a first load
-	CachePolicy string // policyFailEmpty or policyFailStatic
-	Refresh     time.Duration
-	CacheTTL    time.Duration
-	Revision    string
-	Region      string
+	Schema      int // the oldest schema version this binary reads: 1 or 2 (text), any from 1 (json)
+	// TargetFormat is how the binary reads each route's target: formatText (a URL in a text
+	// column, v1) or formatJSON (a JSON document {"url": …} in a jsonb column, v2). TargetColumn
+	// is the column it reads it from (defaultTargetColumn).
+	TargetFormat string
+	TargetColumn string
+	CheckSchema  bool   // /ready waits for that schema and a first load
+	CachePolicy  string // policyFailEmpty or policyFailStatic
+	Refresh      time.Duration
+	CacheTTL     time.Duration
+	Revision     string
+	Region       string
 	// ShutdownDelay is how long the router keeps serving after SIGTERM while /ready fails, so
 	// that clients stop sending before it stops listening (endpoints are updated asynchronously).
 	ShutdownDelay time.Duration
@@ -70,6 +76,9 @@ type serveConfig struct {
 	// routed requests. Empty: never.
 	CrashInRegion string
 	CrashAfter    int
+	// UnreadyInRegion reproduces a binary that never becomes ready in one region: when REGION
+	// equals it, /ready answers 503. Empty: never.
+	UnreadyInRegion string
 	// LoseRoutes reproduces a binary that is up and Ready but has lost part of its route table
 	// (issue 11's bad v2): every Nth domain of the table, in sorted order, is dropped after each
 	// load, so those domains answer 404. 0: none.
@@ -81,18 +90,34 @@ const (
 	policyFailStatic = "fail-static"
 )
 
+const (
+	formatText = "text"
+	formatJSON = "json"
+)
+
+// defaultTargetColumn is where each format's binary reads the target unless --target-column says
+// otherwise: v1 reads the text column upstream; v2 reads the jsonb column target that the
+// expand/contract migrations add (the naive migration retypes upstream instead: v2 then runs
+// with --target-column=upstream).
+var defaultTargetColumn = map[string]string{formatText: "upstream", formatJSON: "target"}
+
+var columnName = regexp.MustCompile(`^[a-z_][a-z0-9_]{0,62}$`)
+
 func parseServeFlags(args []string) (serveConfig, error) {
 	var c serveConfig
 	fs := flag.NewFlagSet("serve", flag.ExitOnError)
 	fs.StringVar(&c.Listen, "listen", "", "address to serve on (default $POD_IP:8080, else 127.0.0.1:8080)")
 	fs.StringVar(&c.DatabaseURL, "database-url", "", "PostgreSQL URL (default $DATABASE_URL)")
-	fs.IntVar(&c.Schema, "schema", 1, "schema version this binary needs: 1 or 2")
+	fs.IntVar(&c.Schema, "schema", 1, "schema version this binary needs: 1 or 2 (text), 1 or more (json)")
+	fs.StringVar(&c.TargetFormat, "target-format", formatText, "how route targets are read: text (a URL) or json (a document {\"url\": …})")
+	fs.StringVar(&c.TargetColumn, "target-column", "", "the column targets are read from (default upstream for text, target for json)")
 	fs.BoolVar(&c.CheckSchema, "check-schema", true, "/ready waits for the schema and a first route load; false reproduces the original binary")
 	fs.StringVar(&c.CachePolicy, "cache-policy", policyFailStatic, "on a failed or expired load: fail-empty (drop the table) or fail-static (keep the last good one)")
 	fs.DurationVar(&c.Refresh, "refresh", time.Second, "how often the route table is reloaded")
 	fs.DurationVar(&c.CacheTTL, "cache-ttl", 5*time.Second, "age after which fail-empty drops the table")
 	fs.StringVar(&c.Revision, "revision", "", "sent as X-Revision (default $REVISION)")
 	fs.StringVar(&c.CrashInRegion, "crash-in-region", "", "test aid: exit 1 under load when $REGION is this region")
+	fs.StringVar(&c.UnreadyInRegion, "unready-in-region", "", "test aid: /ready answers 503 when $REGION is this region")
 	fs.IntVar(&c.CrashAfter, "crash-after", 20, "with --crash-in-region: routed requests before the exit")
 	fs.IntVar(&c.LoseRoutes, "lose-every-nth-route", 0, "test aid: drop every Nth domain of the loaded table (sorted), which then answers 404 while /ready stays 200")
 	fs.DurationVar(&c.ShutdownDelay, "shutdown-delay", 2*time.Second, "after SIGTERM, keep serving this long with /ready failing before closing the listener")
@@ -101,14 +126,23 @@ func parseServeFlags(args []string) (serveConfig, error) {
 	c.DatabaseURL = orEnv(c.DatabaseURL, "DATABASE_URL", "", "")
 	c.Revision = orEnv(c.Revision, "REVISION", "", "")
 	c.Region = os.Getenv("REGION")
+	if c.TargetColumn == "" {
+		c.TargetColumn = defaultTargetColumn[c.TargetFormat]
+	}
 
 	switch {
 	case c.DatabaseURL == "":
 		return c, fmt.Errorf("--database-url or DATABASE_URL is required")
-	case c.Schema != 1 && c.Schema != 2:
+	case c.TargetFormat != formatText && c.TargetFormat != formatJSON:
+		return c, fmt.Errorf("--target-format must be %s or %s, not %q", formatText, formatJSON, c.TargetFormat)
+	case c.TargetFormat == formatText && c.Schema != 1 && c.Schema != 2:
 		return c, fmt.Errorf("--schema must be 1 or 2, not %d", c.Schema)
+	case c.Schema < 1:
+		return c, fmt.Errorf("--schema must be 1 or more, not %d", c.Schema)
 	case c.CachePolicy != policyFailEmpty && c.CachePolicy != policyFailStatic:
 		return c, fmt.Errorf("--cache-policy must be %s or %s, not %q", policyFailEmpty, policyFailStatic, c.CachePolicy)
+	case !columnName.MatchString(c.TargetColumn):
+		return c, fmt.Errorf("--target-column must be a lower-case column name, not %q", c.TargetColumn)
 	case c.LoseRoutes < 0:
 		return c, fmt.Errorf("--lose-every-nth-route must be 0 or more, not %d", c.LoseRoutes)
 	case c.Refresh <= 0 || c.CacheTTL <= 0:
@@ -122,6 +156,9 @@ type migrateConfig struct {
 	DatabaseURL string
 	Target      uint // from SCHEMAGATE_SCHEMA_VERSION, set by schemagate on the migration Job
 	Delay       time.Duration
+	// Set names the migrations applied (migrationSets): --migrations, else $EDGE_ROUTER_MIGRATIONS,
+	// else setRegion.
+	Set string
 	// ReportPath receives the schema report (docs/schema-report.md) after the migration, whatever
 	// its outcome: --report-path, else $TERMINATION_MESSAGE_PATH, else /dev/termination-log when it
 	// exists; "-" or none: no report.
@@ -132,6 +169,7 @@ func parseMigrateFlags(args []string) (migrateConfig, error) {
 	var c migrateConfig
 	fs := flag.NewFlagSet("migrate", flag.ExitOnError)
 	fs.StringVar(&c.DatabaseURL, "database-url", "", "PostgreSQL URL (default $DATABASE_URL)")
+	fs.StringVar(&c.Set, "migrations", "", "the migrations to apply: region (the default), naive or expand-contract (default $EDGE_ROUTER_MIGRATIONS)")
 	fs.DurationVar(&c.Delay, "delay", 0, "sleep this long before migrating (to make a migration slow in tests)")
 	fs.StringVar(&c.ReportPath, "report-path", "", "where to write the schema report (default $TERMINATION_MESSAGE_PATH, else /dev/termination-log if it exists; - for none)")
 	_ = fs.Parse(args)
@@ -142,9 +180,13 @@ func parseMigrateFlags(args []string) (migrateConfig, error) {
 		c.ReportPath = "/dev/termination-log"
 	}
 	c.DatabaseURL = orEnv(c.DatabaseURL, "DATABASE_URL", "", "")
+	c.Set = orEnv(c.Set, "EDGE_ROUTER_MIGRATIONS", "", setRegion)
 
 	if c.DatabaseURL == "" {
 		return c, fmt.Errorf("--database-url or DATABASE_URL is required")
+	}
+	if _, ok := migrationSets[c.Set]; !ok {
+		return c, fmt.Errorf("--migrations must be %s, %s or %s, not %q", setRegion, setNaive, setExpandContract, c.Set)
 	}
 	v := os.Getenv("SCHEMAGATE_SCHEMA_VERSION")
 	n, err := strconv.ParseUint(v, 10, 32)

@@ -20,11 +20,32 @@ import (
 	"github.com/schemagate/schemagate/pkg/schemareport"
 )
 
-// The migrations are expand-only (no down files): a binary of the previous schema keeps working
-// on the next one, which is what lets schemagate migrate first and promote afterwards.
+// The migrations come in sets, one directory each, selected by --migrations. All share schema 1
+// (routes with a text target, upstream) and none has down files: migrate never goes down.
 //
-//go:embed migrations/*.sql
+//   - region (migrations/): schema 2 adds a region column. Expand-only: the schema-1 binary keeps
+//     working on schema 2, which is what lets schemagate migrate first and promote afterwards.
+//   - naive (migrations-naive/): schema 2 retypes upstream to jsonb in place. The schema-1 binary
+//     reads what it cannot use and routes nothing: it runs on [1, 1] only.
+//   - expand-contract (migrations-expand-contract/): schema 2 (expand) adds a jsonb target beside
+//     upstream and keeps the two in step; schema 3 (contract) drops upstream. The schema-1 binary
+//     runs on [1, 2], the JSON one on [2, 3].
+//
+//go:embed migrations/*.sql migrations-naive/*.sql migrations-expand-contract/*.sql
 var migrations embed.FS
+
+const (
+	setRegion         = "region"
+	setNaive          = "naive"
+	setExpandContract = "expand-contract"
+)
+
+// migrationSets maps each set to its directory in migrations.
+var migrationSets = map[string]string{
+	setRegion:         "migrations",
+	setNaive:          "migrations-naive",
+	setExpandContract: "migrations-expand-contract",
+}
 
 // migrateLock is a PostgreSQL advisory lock key held around "read the version, then migrate", so
 // that two migrators never interleave and one with an older target never sees a newer database
@@ -51,7 +72,15 @@ func runMigrate(ctx context.Context, cfg migrateConfig, out io.Writer) error {
 		return fmt.Errorf("take the migration lock: %w", err)
 	}
 
-	src, err := iofs.New(migrations, "migrations")
+	set := cfg.Set
+	if set == "" {
+		set = setRegion
+	}
+	dir, ok := migrationSets[set]
+	if !ok {
+		return fmt.Errorf("no migration set %q", set)
+	}
+	src, err := iofs.New(migrations, dir)
 	if err != nil {
 		return err
 	}
@@ -80,7 +109,7 @@ func runMigrate(ctx context.Context, cfg migrateConfig, out io.Writer) error {
 
 	if err := m.Migrate(cfg.Target); err != nil && !errors.Is(err, migrate.ErrNoChange) {
 		if errors.Is(err, fs.ErrNotExist) {
-			return fmt.Errorf("migrate from %d to %d: no migration %d is embedded in this binary", from, cfg.Target, cfg.Target)
+			return fmt.Errorf("migrate from %d to %d: no migration %d is embedded in this binary (set %s)", from, cfg.Target, cfg.Target, set)
 		}
 		return fmt.Errorf("migrate from %d to %d: %w", from, cfg.Target, err)
 	}

@@ -2,11 +2,13 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log"
 	"maps"
 	"math"
+	"net/url"
 	"slices"
 	"sync"
 	"time"
@@ -15,14 +17,29 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 )
 
-// routeQueries is what each schema version's binary selects. The schema-2 binary reads a column
-// that only migration 2 adds: on a schema-1 database its every load fails — the incident.
+// routeQueries is what each schema version's text binary selects (the region set's migrations).
+// The schema-2 binary reads a column that only migration 2 adds: on a schema-1 database its every
+// load fails — the incident.
 var routeQueries = map[int]string{
 	1: `SELECT domain, upstream, '' FROM routes`,
 	2: `SELECT domain, upstream, region FROM routes`,
 }
 
 type route struct{ Upstream, Region string }
+
+// jsonTarget is a route's target as the JSON binary reads it: {"url": "http://…"}.
+type jsonTarget struct {
+	URL    string `json:"url"`
+	Region string `json:"region"`
+}
+
+// validTarget says whether target is an upstream the router can send to: an absolute http or
+// https URL with a host. A row whose target is not (the text binary reading a column that became
+// JSON) is skipped, so its domain answers 404, and counted in edge_router_invalid_routes.
+func validTarget(target string) bool {
+	u, err := url.Parse(target)
+	return err == nil && (u.Scheme == "http" || u.Scheme == "https") && u.Host != ""
+}
 
 // table is the router's view of the database: the route table it serves and the schema it saw.
 type table struct {
@@ -32,6 +49,7 @@ type table struct {
 	routes      map[string]route
 	loadedAt    time.Time // last successful load; zero before the first
 	loadErrors  int
+	invalid     int // rows of the last successful load whose target was not a valid upstream
 	dbSchema    int // schema_migrations.version as last read; 0: no table or no row
 	dbDirty     bool
 	schemaKnown bool // dbSchema and dbDirty come from a successful read
@@ -69,10 +87,14 @@ func (t *table) reload(ctx context.Context) error {
 		defer conn.Close(context.Background())
 		t.readSchema(ctx, conn)
 		var routes map[string]route
-		if routes, err = load(ctx, conn, t.cfg.Schema); err == nil {
+		var invalid int
+		if routes, invalid, err = load(ctx, conn, t.cfg); err == nil {
 			loseEveryNth(routes, t.cfg.LoseRoutes)
 			t.mu.Lock()
-			t.routes, t.loadedAt = routes, time.Now()
+			if invalid > 0 && t.invalid == 0 {
+				log.Printf("%d routes have a target that is not an http(s) URL: they answer 404", invalid)
+			}
+			t.routes, t.loadedAt, t.invalid = routes, time.Now(), invalid
 			t.mu.Unlock()
 			return nil
 		}
@@ -98,19 +120,50 @@ func loseEveryNth(routes map[string]route, n int) {
 	}
 }
 
-func load(ctx context.Context, conn *pgx.Conn, schema int) (map[string]route, error) {
-	rows, err := conn.Query(ctx, routeQueries[schema])
-	if err != nil {
-		return nil, err
+// load reads the route table the way cfg's binary does. A row whose target it cannot use is left
+// out (its domain answers 404) and counted in invalid; the load itself still succeeds, so the
+// cache policy never sees it: that is what a binary does that reads a format it does not know.
+func load(ctx context.Context, conn *pgx.Conn, cfg serveConfig) (routes map[string]route, invalid int, err error) {
+	col := pgx.Identifier{cfg.TargetColumn}.Sanitize()
+	query := `SELECT domain, ` + col + `::text, '' FROM routes`
+	switch {
+	case cfg.TargetFormat == formatText && cfg.TargetColumn == defaultTargetColumn[formatText]:
+		query = routeQueries[cfg.Schema]
+	case cfg.TargetFormat == formatJSON:
+		query = `SELECT domain, ` + col + `, '' FROM routes`
 	}
-	routes := map[string]route{}
+	rows, err := conn.Query(ctx, query)
+	if err != nil {
+		return nil, 0, err
+	}
+	routes = map[string]route{}
 	var domain string
 	var r route
-	_, err = pgx.ForEachRow(rows, []any{&domain, &r.Upstream, &r.Region}, func() error {
+	var doc []byte
+	dest := []any{&domain, &r.Upstream, &r.Region}
+	if cfg.TargetFormat == formatJSON {
+		dest[1] = &doc
+	}
+	_, err = pgx.ForEachRow(rows, dest, func() error {
+		if cfg.TargetFormat == formatJSON {
+			var t jsonTarget
+			if json.Unmarshal(doc, &t) != nil {
+				invalid++
+				return nil
+			}
+			r = route{Upstream: t.URL, Region: t.Region}
+		}
+		if !validTarget(r.Upstream) {
+			invalid++
+			return nil
+		}
 		routes[domain] = r
 		return nil
 	})
-	return routes, err
+	if err != nil {
+		return nil, 0, err
+	}
+	return routes, invalid, nil
 }
 
 // readSchema records golang-migrate's version and dirty flag. A missing table means version 0.
@@ -162,6 +215,13 @@ func (t *table) stats() (size, loadErrors, dbSchema int) {
 	t.mu.RLock()
 	defer t.mu.RUnlock()
 	return len(t.served()), t.loadErrors, t.dbSchema
+}
+
+// invalidRoutes is how many rows of the last successful load had a target the router cannot use.
+func (t *table) invalidRoutes() float64 {
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	return float64(t.invalid)
 }
 
 // notReady says why /ready must refuse, or "" when it may succeed.

@@ -26,6 +26,12 @@ type server struct {
 }
 
 func newServer(cfg serveConfig) *server {
+	if cfg.TargetFormat == "" {
+		cfg.TargetFormat = formatText
+	}
+	if cfg.TargetColumn == "" {
+		cfg.TargetColumn = defaultTargetColumn[cfg.TargetFormat]
+	}
 	s := &server{cfg: cfg, table: &table{cfg: cfg}, registry: prometheus.NewRegistry()}
 	s.requests = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "edge_router_requests_total", Help: "Routed requests by HTTP status code.",
@@ -43,6 +49,9 @@ func newServer(cfg serveConfig) *server {
 			Name: "edge_router_route_load_errors_total", Help: "Failed route loads.",
 		}, func() float64 { _, n, _ := s.table.stats(); return float64(n) }),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "edge_router_invalid_routes", Help: "Rows of the last successful load whose target is not an http(s) URL (they answer 404).",
+		}, s.table.invalidRoutes),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "edge_router_database_schema_version", Help: "schema_migrations.version as last read (0: none).",
 		}, func() float64 { _, _, v := s.table.stats(); return float64(v) }),
 	)
@@ -56,6 +65,10 @@ func (s *server) handler() http.Handler {
 	mux.HandleFunc("/ready", func(w http.ResponseWriter, _ *http.Request) {
 		if s.draining.Load() {
 			http.Error(w, "not ready: shutting down", http.StatusServiceUnavailable)
+			return
+		}
+		if s.cfg.UnreadyInRegion != "" && s.cfg.UnreadyInRegion == s.cfg.Region {
+			http.Error(w, "not ready: unready in region "+s.cfg.Region+", as --unready-in-region asks", http.StatusServiceUnavailable)
 			return
 		}
 		if why := s.table.notReady(); why != "" {
@@ -108,8 +121,8 @@ func serve(ctx context.Context, cfg serveConfig) error {
 	}
 	go s.table.refresh(ctx)
 	srv := &http.Server{Handler: s.handler(), ReadHeaderTimeout: 5 * time.Second}
-	log.Printf("edge-router serving on %s: revision %q, schema %d, check-schema %v, cache-policy %s, refresh %s, cache-ttl %s",
-		ln.Addr(), cfg.Revision, cfg.Schema, cfg.CheckSchema, cfg.CachePolicy, cfg.Refresh, cfg.CacheTTL)
+	log.Printf("edge-router serving on %s: revision %q, schema %d, targets %s from %s, check-schema %v, cache-policy %s, refresh %s, cache-ttl %s",
+		ln.Addr(), cfg.Revision, cfg.Schema, cfg.TargetFormat, cfg.TargetColumn, cfg.CheckSchema, cfg.CachePolicy, cfg.Refresh, cfg.CacheTTL)
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
 	select {

@@ -8,7 +8,8 @@
 // serving), while client traffic goes to each region's ready routers and a line per second says
 // what they answered. It exits 0 only if v1 → v2 cost no 404 and no error in any region and v2
 // serves everywhere at the end. `make demo` builds what it needs and runs it; -keep (or KEEP=1)
-// leaves everything up afterwards for kubectl.
+// leaves everything up afterwards for kubectl. -variant=expand-contract (DEMO=expand-contract)
+// plays the route target's type change as one schema lifecycle instead (expandcontract.go).
 //
 // Ctrl-C (SIGINT), SIGTERM, and the death of the process that started it (make: see parent.go)
 // all stop the demo the same way: the traffic, the manager, the node agent and its router
@@ -44,6 +45,7 @@ func main() {
 	bake := flag.Int("bake", 5, "bakeSeconds of the demo RoutingService")
 	router := flag.String("router", "bin/edge-router", "the reference router binary (go build -o bin/edge-router ./examples/edge-router)")
 	rate := flag.Int("rate", 20, "requests per second sent to each region")
+	variant := flag.String("variant", os.Getenv("DEMO"), "empty: v1 → v2 → v3; expand-contract: the route target's type change as expand, roll out, contract (DEMO=expand-contract)")
 	flag.Parse()
 	// The demo prints its own timeline; the manager logs to its own file.
 	ctrllog.SetLogger(logr.Discard())
@@ -68,7 +70,11 @@ func main() {
 		os.Exit(1)
 	}
 	// run has stopped everything it started (its defers) by the time it returns.
-	switch err := run(ctx, options{state: *state, keep: *keep, bake: int32(*bake), router: *router, rate: *rate}); {
+	if *variant != "" && *variant != variantExpandContract {
+		fmt.Fprintf(os.Stderr, "demo: unknown variant %q (DEMO= or DEMO=%s)\n", *variant, variantExpandContract)
+		os.Exit(2)
+	}
+	switch err := run(ctx, options{state: *state, keep: *keep, bake: int32(*bake), router: *router, rate: *rate, variant: *variant}); {
 	case err == nil: // done; with -keep, the signal ended the wait
 	case ctx.Err() != nil:
 		fmt.Fprintln(os.Stderr, "demo stopped before it finished; nothing it started is running")
@@ -89,10 +95,10 @@ func describe(s os.Signal) string {
 }
 
 type options struct {
-	state, router string
-	keep          bool
-	bake          int32
-	rate          int
+	state, router, variant string
+	keep                   bool
+	bake                   int32
+	rate                   int
 }
 
 func run(ctx context.Context, o options) error {
@@ -161,6 +167,9 @@ func run(ctx context.Context, o options) error {
 	}
 	w := newWatcher(c, "default", "edge-router")
 	go w.run(ctx)
+	if o.variant == variantExpandContract {
+		return runExpandContract(ctx, o, c, w, database, began, cluster.Kubeconfig)
+	}
 
 	heading("4. Act one: edge-router v1 (schema 1) in us-east, eu-west, ap-south, 2 router pods each")
 	act1 := time.Now()

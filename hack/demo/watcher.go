@@ -30,6 +30,11 @@ type watcher struct {
 	facts     map[string]string
 	firstSeen map[string]time.Time
 	latest    *routingv1alpha1.RoutingService
+	// lifecycle (the expand-contract variant) also prints the schema lifecycle's phase and
+	// conditions, and records when a v1 pod was last seen and the contract Job was created.
+	lifecycle   bool
+	lastV1      time.Time
+	contractJob time.Time
 }
 
 func newWatcher(c client.Client, ns, name string) *watcher {
@@ -57,7 +62,13 @@ func (w *watcher) poll(ctx context.Context) {
 		facts[fmt.Sprintf("cond/%d", i)] = line
 	}
 	for _, j := range jobs.Items {
-		facts["job/"+j.Name] = fmt.Sprintf("%-11s Job %s (schema %s): %s", "migration", j.Name, j.Labels[rollout.LabelSchemaVersion], jobState(&j))
+		facts["job/"+j.Name] = fmt.Sprintf("%-11s Job %s (schema %s): %s", j.Labels[rollout.LabelComponent], j.Name, j.Labels[rollout.LabelSchemaVersion], jobState(&j))
+	}
+	if w.lifecycle {
+		if line := lifecycleLine(rsvc); line != "" {
+			facts["lifecycle"] = line
+		}
+		w.recordLifecycle(ctx, &jobs, now)
 	}
 	images := map[string]string{}
 	for _, rs := range rss.Items {
@@ -154,6 +165,33 @@ func conditionLines(conds []metav1.Condition) []string {
 		lines = append(lines, fmt.Sprintf("%-11s %s %s: %s", "condition", g.states, g.reason, g.message))
 	}
 	return lines
+}
+
+// recordLifecycle notes when a v1 router pod (terminating included) was last seen and when the
+// contract Job (schema 3) was created.
+func (w *watcher) recordLifecycle(ctx context.Context, jobs *batchv1.JobList, now time.Time) {
+	var pods corev1.PodList
+	if w.c.List(ctx, &pods, client.InNamespace(w.ns), client.MatchingLabels{rollout.LabelName: w.name, rollout.LabelComponent: rollout.ComponentRouting}) != nil {
+		return
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for _, p := range pods.Items {
+		if p.Spec.Containers[0].Image == routerImage+":v1" {
+			w.lastV1 = now
+		}
+	}
+	for _, j := range jobs.Items {
+		if j.Labels[rollout.LabelSchemaVersion] == "3" && j.Labels[rollout.LabelComponent] != rollout.ComponentCheck && w.contractJob.IsZero() {
+			w.contractJob = j.CreationTimestamp.Time
+		}
+	}
+}
+
+func (w *watcher) lifecycleTimes() (lastV1, contractJob time.Time) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.lastV1, w.contractJob
 }
 
 func (w *watcher) seen(key string, t time.Time) {

@@ -177,6 +177,7 @@ var agent *nodeagent.Agent
 
 func startAgent(ctx context.Context) error {
 	var err error
-	agent, err = realstack.StartAgent(ctx, cfg, filepath.Join(binDir, "edge-router"), "", "v1", "v2", "canary")
+	// A range of its own: another suite or the demo may run on the same host at the same time.
+	agent, err = realstack.StartAgentIn(ctx, cfg, realstack.OwnPodCIDR(), filepath.Join(binDir, "edge-router"), "", "v1", "v2", "canary")
 	return err
 }

@@ -7,6 +7,7 @@ package realstack
 import (
 	"context"
 	"fmt"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"time"
@@ -125,6 +126,19 @@ func ToSchema2(database string, delay time.Duration, extra ...string) func(*rout
 // SchemaImage, with routerBinary's directory on its PATH. stateDir may be empty (a temporary
 // directory).
 func StartAgent(ctx context.Context, cfg *rest.Config, routerBinary, stateDir string, revisions ...string) (*nodeagent.Agent, error) {
+	return StartAgentIn(ctx, cfg, "", routerBinary, stateDir, revisions...)
+}
+
+// OwnPodCIDR is a /20 of 127.128.0.0/9 picked at random, for an agent whose pods must not share
+// addresses with another agent on the same host (the default range is shared by every agent that
+// keeps it: two suites run at once would hand out the same address, and the second router to
+// bind it fails with "address already in use").
+func OwnPodCIDR() string {
+	return fmt.Sprintf("127.%d.%d.0/20", 128+rand.IntN(128), 16*rand.IntN(16))
+}
+
+// StartAgentIn is StartAgent with the pods' addresses in podCIDR (empty: nodeagent.DefaultPodCIDR).
+func StartAgentIn(ctx context.Context, cfg *rest.Config, podCIDR, routerBinary, stateDir string, revisions ...string) (*nodeagent.Agent, error) {
 	images := map[string]nodeagent.Executable{}
 	for _, rev := range revisions {
 		images[RouterImage+":"+rev] = nodeagent.Executable{Path: routerBinary}
@@ -145,6 +159,6 @@ func StartAgent(ctx context.Context, cfg *rest.Config, routerBinary, stateDir st
 			Taints: []corev1.Taint{{Key: nodeagent.NodeLabel, Value: nodeagent.NodeLabelValue, Effect: corev1.TaintEffectNoSchedule}},
 		})
 	}
-	return nodeagent.Start(ctx, cfg, nodeagent.Options{Nodes: nodes, Images: images, StateDir: stateDir,
+	return nodeagent.Start(ctx, cfg, nodeagent.Options{Nodes: nodes, Images: images, StateDir: stateDir, PodCIDR: podCIDR,
 		BackoffInitial: time.Second, BackoffMax: 10 * time.Second})
 }

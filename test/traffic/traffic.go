@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"net/http"
 	"sort"
@@ -54,6 +55,8 @@ type Totals struct {
 	MaxGap time.Duration
 	// Revisions counts who answered.
 	Revisions map[string]int
+	// NotFoundBy counts the 404s by who answered them (X-Revision).
+	NotFoundBy map[string]int
 }
 
 // Errors are the answers that are neither 200 nor 404.
@@ -99,7 +102,7 @@ func Start(ctx context.Context, opts Options) *Generator {
 		lastOK:  map[string]time.Time{},
 	}
 	for _, r := range opts.Regions {
-		g.totals[r] = &Totals{Revisions: map[string]int{}}
+		g.totals[r] = &Totals{Revisions: map[string]int{}, NotFoundBy: map[string]int{}}
 		g.seconds[r] = map[int64]*Second{}
 		g.lastOK[r] = g.start
 		g.wg.Add(1)
@@ -140,10 +143,7 @@ func (g *Generator) Snapshot() map[string]Totals {
 	out := map[string]Totals{}
 	for r, t := range g.totals {
 		c := *t
-		c.Revisions = map[string]int{}
-		for k, v := range t.Revisions {
-			c.Revisions[k] = v
-		}
+		c.Revisions, c.NotFoundBy = maps.Clone(t.Revisions), maps.Clone(t.NotFoundBy)
 		out[r] = c
 	}
 	return out
@@ -229,6 +229,9 @@ func (g *Generator) record(region string, code int, rev string) {
 	case code == http.StatusNotFound:
 		t.NotFound++
 		s.NotFound++
+		if rev != "" {
+			t.NotFoundBy[rev]++
+		}
 	case code == 0:
 		t.ConnErr++
 		s.ConnErr++
@@ -255,15 +258,20 @@ func loopbackOnly(addr string) error {
 	return nil
 }
 
-// Table writes a small table of the run: one row per region with requests, 200s, 404s, errors and
-// the longest time without a good answer.
+// Table writes a small table of the run: one row per region with requests, 200s, 404s, errors,
+// the longest time without a good answer, and who answered (with the 404s each answered:
+// "v1×120 (404×80)").
 func (r Report) Table(w io.Writer, scenario string) {
 	fmt.Fprintf(w, "| scenario | region | requests | 200 | 404 | errors | max s without 200 | answered by |\n|---|---|---|---|---|---|---|---|\n")
 	for _, region := range r.Regions {
 		t := r.Totals[region]
 		var revs []string
 		for rev, n := range t.Revisions {
-			revs = append(revs, rev+"×"+strconv.Itoa(n))
+			s := rev + "×" + strconv.Itoa(n)
+			if nf := t.NotFoundBy[rev]; nf > 0 {
+				s += " (404×" + strconv.Itoa(nf) + ")"
+			}
+			revs = append(revs, s)
 		}
 		sort.Strings(revs)
 		fmt.Fprintf(w, "| %s | %s | %d | %d | %d | %d | %.1f | %v |\n", scenario, region, t.Requests, t.OK, t.NotFound, t.Errors(), t.MaxGap.Seconds(), revs)

@@ -3,6 +3,7 @@ package traffic
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -48,12 +49,15 @@ func TestGeneratorCountsWhatAnswered(t *testing.T) {
 	if e.Requests < 60 || e.OK == 0 || e.NotFound == 0 || e.OK+e.NotFound != e.Requests || e.Revisions["v1"] != e.Requests {
 		t.Fatalf("us-east totals %+v", e)
 	}
+	if e.NotFoundBy["v1"] != e.NotFound || len(w.NotFoundBy) != 0 {
+		t.Fatalf("404s by revision: us-east %v (of %d), eu-west %v", e.NotFoundBy, e.NotFound, w.NotFoundBy)
+	}
 	if w.ServerErr == 0 || w.OK == 0 || w.MaxGap < 900*time.Millisecond || w.Revisions["v2"] != w.OK {
 		t.Fatalf("eu-west totals %+v", w)
 	}
 	var buf bytes.Buffer
 	rep.Table(&buf, "test")
-	if !strings.Contains(buf.String(), "| test | eu-west |") {
+	if !strings.Contains(buf.String(), "| test | eu-west |") || !strings.Contains(buf.String(), fmt.Sprintf("v1×%d (404×%d)", e.Requests, e.NotFound)) {
 		t.Fatalf("table:\n%s", buf.String())
 	}
 }
