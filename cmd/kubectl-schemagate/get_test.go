@@ -372,3 +372,19 @@ func colored(t *testing.T, w *world) string {
 	run([]string{"get", "rs-a", "-n", w.r.Namespace}, streams, a)
 	return out.String()
 }
+
+// docs/kubectl-schemagate.md shows the header of the contract-pending view as the golden has it.
+func TestDocsShowTheLifecycleHeader(t *testing.T) {
+	doc, err := os.ReadFile(filepath.Join("..", "..", "docs", "kubectl-schemagate.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	golden, err := os.ReadFile(filepath.Join("testdata", "contract-pending.golden"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	head := strings.Join(strings.SplitAfter(string(golden), "\n")[:12], "")
+	if !strings.Contains(string(doc), head) {
+		t.Fatalf("docs/kubectl-schemagate.md does not show the first 12 lines of testdata/contract-pending.golden:\n%s", head)
+	}
+}
