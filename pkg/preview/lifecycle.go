@@ -411,10 +411,18 @@ func (p *Preview) lifecycleRisks(live, next *routingv1alpha1.RoutingService) {
 	} else if !l.Next.contains(c.Version) {
 		p.Risks = append(p.Risks, Risk{"spec.schema.contract.version", fmt.Sprintf("%s is outside revision %s's own range %s: the contract would break the revision it is for", c.Version, p.NextRevision, l.Next.Text())})
 	}
-	// The contract closes the way back to every live revision whose range stops below it.
+	// The contract closes the way back to every live revision whose range stops below it; one
+	// whose range is assumed is taken to run on it, which nobody declared.
 	if live != nil && !c.Done {
 		for _, r := range l.Revisions {
-			if r.Revision == p.NextRevision || r.contains(c.Version) {
+			if r.Revision == p.NextRevision {
+				continue
+			}
+			if r.contains(c.Version) {
+				if r.Assumed && (len(r.Shards) > 0 || r.Stable) {
+					p.Risks = append(p.Risks, Risk{"spec.schema.contract", fmt.Sprintf("revision %s (%s) declares no range: it is assumed to run on %s, so the contract to %s is taken not to break it and a rollback to it stays allowed after the contract; declare the range it really runs on",
+						r.Revision, r.role(), r.bounds(), c.Version)})
+				}
 				continue
 			}
 			p.Risks = append(p.Risks, Risk{"spec.schema.contract", fmt.Sprintf("closes the rollback window of revision %s, which runs on %s (%s): once the contract to %s has run, a rollback, an abort or a revert to it is refused (RollbackSafe=False)",

@@ -135,6 +135,12 @@ func TestLifecycleGolden(t *testing.T) {
 			[]string{"[1, ∞) (assumed)  serves us-east, eu-west, ap-south; the stable revision, where a rollback returns (range from live spec)",
 				"declares no range: it is assumed to run on [1, ∞), so the migration to 2 is let through on that assumption"},
 		},
+		// The same with a contract to 3: the assumed range is what lets the contract pass v1.
+		"assumed-contract": {
+			func(t *testing.T) *cluster { c := serving(t, "registry.example/edge-router:v1", "1", nil, [2]string{}, "1"); return &c },
+			func(t *testing.T) *routingv1alpha1.RoutingService { return v2(t, "2", compat("2", "3"), "3") }, true,
+			[]string{"declares no range: it is assumed to run on [1, ∞), so the contract to 3 is taken not to break it and a rollback to it stays allowed after the contract"},
+		},
 		// After the contract (the database at 3), the spec reverted to v1 in Git (its ReplicaSets
 		// are kept, scaled to 0): refused.
 		"revert-after-contract": {
