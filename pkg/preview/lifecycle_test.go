@@ -137,7 +137,10 @@ func TestLifecycleGolden(t *testing.T) {
 		},
 		// The same with a contract to 3: the assumed range is what lets the contract pass v1.
 		"assumed-contract": {
-			func(t *testing.T) *cluster { c := serving(t, "registry.example/edge-router:v1", "1", nil, [2]string{}, "1"); return &c },
+			func(t *testing.T) *cluster {
+				c := serving(t, "registry.example/edge-router:v1", "1", nil, [2]string{}, "1")
+				return &c
+			},
 			func(t *testing.T) *routingv1alpha1.RoutingService { return v2(t, "2", compat("2", "3"), "3") }, true,
 			[]string{"declares no range: it is assumed to run on [1, ∞), so the contract to 3 is taken not to break it and a rollback to it stays allowed after the contract"},
 		},
