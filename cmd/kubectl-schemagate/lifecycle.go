@@ -66,7 +66,7 @@ type ContractView struct {
 func lifecycleView(r *routingv1alpha1.RoutingService, now time.Time) *LifecycleView {
 	st := r.Status.Schema
 	l := &LifecycleView{Phase: string(st.Phase), Reported: st.ReportedVersion}
-	any := st.Phase != "" || len(st.Revisions) > 0 || st.Contract != nil || r.Spec.Schema.Contract != nil
+	shown := st.Phase != "" || len(st.Revisions) > 0 || st.Contract != nil || r.Spec.Schema.Contract != nil
 	if st.PhaseSince != nil {
 		t := st.PhaseSince.UTC()
 		l.PhaseSince, l.PhaseAge = &t, age(now, t)
@@ -77,20 +77,20 @@ func lifecycleView(r *routingv1alpha1.RoutingService, now time.Time) *LifecycleV
 	}
 	if c := currentCondition(r, routingv1alpha1.ConditionRollbackSafe); c != nil {
 		l.RollbackSafe, l.RollbackSafeReason, l.RollbackSafeMessage = string(c.Status), c.Reason, c.Message
-		any = true
+		shown = true
 	}
 	if r.Status.ObservedGeneration == r.Generation {
 		for _, c := range r.Status.Conditions {
 			if c.Reason == routingv1alpha1.ReasonDatabaseAhead && c.ObservedGeneration == r.Generation && c.Status == metav1.ConditionTrue {
-				l.DatabaseAhead, any = c.Message, true
+				l.DatabaseAhead, shown = c.Message, true
 				break
 			}
 		}
 	}
 	if cv := contractView(r, now); cv != nil {
-		l.Contract, any = cv, true
+		l.Contract, shown = cv, true
 	}
-	if !any {
+	if !shown {
 		return nil
 	}
 	return l

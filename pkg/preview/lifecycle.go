@@ -19,9 +19,9 @@ import (
 // record that survives a lost status write or a restored backup), and the older one that records
 // only the version it requires (ReplicaSets of earlier releases carry only that one).
 const (
-	annotationSchemaMin     = "schemagate.io/schema-min"
-	annotationSchemaMax     = "schemagate.io/schema-max"
-	annotationRequiresSchem = "schemagate.io/requires-schema"
+	annotationSchemaMin      = "schemagate.io/schema-min"
+	annotationSchemaMax      = "schemagate.io/schema-max"
+	annotationRequiresSchema = "schemagate.io/requires-schema"
 )
 
 // defaultRollbackWindow is spec.schema.contract.rollbackWindowSeconds' default.
@@ -165,7 +165,7 @@ func replicaSetRange(revision string, rss []*appsv1.ReplicaSet) (RevisionRange, 
 	for _, rs := range rss {
 		lo, hasLo := rs.Annotations[annotationSchemaMin]
 		hi, hasHi := rs.Annotations[annotationSchemaMax]
-		if req := rs.Annotations[annotationRequiresSchem]; req != "" && requires == "" {
+		if req := rs.Annotations[annotationRequiresSchema]; req != "" && requires == "" {
 			requires = req
 		}
 		if !hasLo && !hasHi {
@@ -357,6 +357,10 @@ func (p *Preview) lifecycleRisks(live, next *routingv1alpha1.RoutingService) {
 			}
 			what := fmt.Sprintf("the migration to schema %s is refused before its Job exists (IncompatibleRevision): revision %s runs on %s and %s",
 				v, r.Revision, r.Text(), r.role())
+			if r.Source == "unknown" {
+				what = fmt.Sprintf("plan cannot tell whether revision %s (%s) runs on schema %s: it found no range recorded for it (its ReplicaSets or status.schema.revisions); the manager decides from its ReplicaSets' record",
+					r.Revision, r.role(), v)
+			}
 			if s.AllowBreakingMigration {
 				what = fmt.Sprintf("allowBreakingMigration: the migration to schema %s runs although revision %s runs on %s and %s: planned downtime there until each shard is rolled",
 					v, r.Revision, r.Text(), r.role())

@@ -263,7 +263,7 @@ func TestUntrustedRanges(t *testing.T) {
 			for i := range c.rss {
 				delete(c.rss[i].Annotations, annotationSchemaMin)
 				delete(c.rss[i].Annotations, annotationSchemaMax)
-				delete(c.rss[i].Annotations, annotationRequiresSchem)
+				delete(c.rss[i].Annotations, annotationRequiresSchema)
 			}
 			c.live.Spec.Schema.Compatibility = nil
 			c.live.Status.UpdateRevision = "someotherrev"
