@@ -1,7 +1,11 @@
 package controllers
 
 import (
+	"sync"
+	"time"
+
 	"github.com/prometheus/client_golang/prometheus"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	routingv1alpha1 "github.com/schemagate/schemagate/api/v1alpha1"
@@ -62,6 +66,104 @@ var (
 	}, []string{"namespace", "name", "check", "phase"})
 )
 
+// The schema lifecycle (expand, roll out, rollback window, contract), from status.schema.phase and
+// phaseSince as they are written.
+var (
+	// schemaPhase: schemagate_schema_phase{namespace, name, phase} is one-hot: for a RoutingService
+	// with a phase, one series per phase of knownPhases (5), 1 for the current
+	// one and 0 for the others, so `schemagate_schema_phase{phase="RollbackWindow"} == 1` selects
+	// the objects in that phase and a change of phase never leaves a stale 1 behind. An object
+	// with no phase (no lifecycle reported yet) or one this manager does not know has none.
+	schemaPhase = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "schemagate_schema_phase",
+		Help: "1 for the schema lifecycle phase each RoutingService is in (Expanding, RollingOut, RollbackWindow, Contracting, Complete), 0 for the others.",
+	}, []string{"namespace", "name", "phase"})
+
+	// schemaPhaseClock serves schemagate_schema_phase_seconds{namespace, name, phase}: the time
+	// since status.schema.phaseSince, computed at each scrape (so it grows between status writes;
+	// a phaseSince in the future counts as 0). One series per RoutingService with a phase and a
+	// phaseSince.
+	schemaPhaseClock = newPhaseClock()
+)
+
+// knownPhases are the values the phase label may take: nothing else reaches a label, whatever a
+// status holds.
+var knownPhases = []routingv1alpha1.SchemaPhase{
+	routingv1alpha1.SchemaPhaseExpanding, routingv1alpha1.SchemaPhaseRollingOut, routingv1alpha1.SchemaPhaseRollbackWindow,
+	routingv1alpha1.SchemaPhaseContracting, routingv1alpha1.SchemaPhaseComplete,
+}
+
+func knownPhase(p routingv1alpha1.SchemaPhase) bool {
+	for _, k := range knownPhases {
+		if p == k {
+			return true
+		}
+	}
+	return false
+}
+
+// phaseClock is a collector of the time each RoutingService has been in its schema phase.
+type phaseClock struct {
+	desc *prometheus.Desc
+	now  func() time.Time
+	mu   sync.Mutex
+	// since, by namespace/name: the phase and when it began.
+	since map[[2]string]phaseStart
+}
+
+type phaseStart struct {
+	phase routingv1alpha1.SchemaPhase
+	at    time.Time
+}
+
+func newPhaseClock() *phaseClock {
+	return &phaseClock{
+		desc: prometheus.NewDesc("schemagate_schema_phase_seconds",
+			"Seconds since each RoutingService's schema lifecycle entered its current phase (status.schema.phaseSince), at the time of the scrape.",
+			[]string{"namespace", "name", "phase"}, nil),
+		now:   time.Now,
+		since: map[[2]string]phaseStart{},
+	}
+}
+
+func (c *phaseClock) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc }
+
+func (c *phaseClock) Collect(ch chan<- prometheus.Metric) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	now := c.now()
+	for key, s := range c.since {
+		ch <- prometheus.MustNewConstMetric(c.desc, prometheus.GaugeValue, max(0, now.Sub(s.at).Seconds()), key[0], key[1], string(s.phase))
+	}
+}
+
+func (c *phaseClock) set(namespace, name string, phase routingv1alpha1.SchemaPhase, since *metav1.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	key := [2]string{namespace, name}
+	if !knownPhase(phase) || since == nil {
+		delete(c.since, key)
+		return
+	}
+	c.since[key] = phaseStart{phase: phase, at: since.Time}
+}
+
+// recordSchemaPhase sets both schema phase metrics from the status written.
+func recordSchemaPhase(namespace, name string, st *routingv1alpha1.SchemaStatus) {
+	schemaPhaseClock.set(namespace, name, st.Phase, st.PhaseSince)
+	if !knownPhase(st.Phase) {
+		schemaPhase.DeletePartialMatch(prometheus.Labels{"namespace": namespace, "name": name})
+		return
+	}
+	for _, p := range knownPhases {
+		v := 0.0
+		if p == st.Phase {
+			v = 1
+		}
+		schemaPhase.WithLabelValues(namespace, name, string(p)).Set(v)
+	}
+}
+
 // checkResults maps the Event reasons of check outcomes to the result label.
 var checkResults = map[string]string{
 	rollout.EventShardCheckPassed:                "passed",
@@ -70,7 +172,7 @@ var checkResults = map[string]string{
 }
 
 func init() {
-	metrics.Registry.MustRegister(phaseDuration, rollouts, currentStep, promotedShards, shardChecks, checkMeasurements)
+	metrics.Registry.MustRegister(phaseDuration, rollouts, currentStep, promotedShards, shardChecks, checkMeasurements, schemaPhase, schemaPhaseClock)
 }
 
 // recordMetrics updates the metrics from a plan whose status was written.
@@ -106,6 +208,7 @@ func recordMetrics(rsvc *routingv1alpha1.RoutingService, plan rollout.Plan, take
 		}
 	}
 	promotedShards.WithLabelValues(rsvc.Namespace, rsvc.Name).Set(float64(promoted))
+	recordSchemaPhase(rsvc.Namespace, rsvc.Name, &plan.Status.Schema)
 }
 
 // forgetMetrics removes a deleted RoutingService's series.
@@ -115,4 +218,6 @@ func forgetMetrics(namespace, name string) {
 	promotedShards.DeletePartialMatch(prometheus.Labels{"namespace": namespace, "name": name})
 	shardChecks.DeletePartialMatch(prometheus.Labels{"namespace": namespace, "name": name})
 	checkMeasurements.DeletePartialMatch(prometheus.Labels{"namespace": namespace, "name": name})
+	schemaPhase.DeletePartialMatch(prometheus.Labels{"namespace": namespace, "name": name})
+	schemaPhaseClock.set(namespace, name, "", nil)
 }

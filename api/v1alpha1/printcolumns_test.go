@@ -9,7 +9,8 @@ import (
 
 // The CRD's printer columns: `kubectl get rsvc` names each column for what it shows (the
 // confirmed schema version is CONFIRMED beside REQUIRED, not SCHEMA), and `-o wide` adds the
-// Stalled condition, the update and stable revisions, spec.paused and the Ready message.
+// Stalled condition, the update and stable revisions, spec.paused, the schema lifecycle's phase
+// (expand, roll out, rollback window, contract) and the Ready message.
 func TestPrinterColumns(t *testing.T) {
 	raw, err := os.ReadFile(crdPath)
 	if err != nil {
@@ -45,6 +46,7 @@ func TestPrinterColumns(t *testing.T) {
 		{"Update", ".status.updateRevision", true},
 		{"Stable", ".status.stableRevision", true},
 		{"Paused", ".spec.paused", true},
+		{"Phase", ".status.schema.phase", true},
 		{"Message", `.status.conditions[?(@.type=="Ready")].message`, true},
 	}
 	for _, v := range crd.Spec.Versions {

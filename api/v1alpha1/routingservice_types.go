@@ -1164,6 +1164,7 @@ type RoutingServiceStatus struct {
 // +kubebuilder:printcolumn:name="Update",type=string,JSONPath=`.status.updateRevision`,priority=1,description="Revision of the current spec"
 // +kubebuilder:printcolumn:name="Stable",type=string,JSONPath=`.status.stableRevision`,priority=1,description="Last revision promoted in every shard"
 // +kubebuilder:printcolumn:name="Paused",type=boolean,JSONPath=`.spec.paused`,priority=1
+// +kubebuilder:printcolumn:name="Phase",type=string,JSONPath=`.status.schema.phase`,priority=1,description="Schema lifecycle phase: Expanding, RollingOut, RollbackWindow, Contracting, Complete"
 // +kubebuilder:printcolumn:name="Message",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].message`,priority=1
 // +kubebuilder:validation:XValidation:rule="size(self.metadata.name) <= 40",message="metadata.name must be at most 40 characters (it prefixes ReplicaSet and Job names)"
 type RoutingService struct {

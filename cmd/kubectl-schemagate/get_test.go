@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 )
@@ -79,6 +80,24 @@ var goldenStates = []struct {
 		w.replicaSet("eu-west", "5w4wbfbv24", "schemagate.local/edge-router:v1", 2, "2026-12-01T00:09:11Z", podSpec{ready: 2})
 		w.replicaSet("ap-south", "5w4wbfbv24", "schemagate.local/edge-router:v1", 2, "2026-12-01T00:09:12Z", podSpec{ready: 2})
 	}},
+	{"contract-pending", "2026-12-02T03:10:00Z", func(w *world) {
+		// v2 (runs on [2, 3]) promoted everywhere after the expand to 2; v1's ReplicaSets are
+		// scaled to 0; the contract to 3 waits for the rollback window.
+		w.migration("2", 1, "2026-12-02T02:52:00Z", "2026-12-02T02:52:10Z", "complete")
+		for i, s := range []string{"us-east", "eu-west", "ap-south"} {
+			w.replicaSet(s, "cc447w65w7", "app:v1", 0, []string{"2026-12-02T02:50:00Z", "2026-12-02T02:50:01Z", "2026-12-02T02:50:02Z"}[i], podSpec{})
+			w.replicaSet(s, "4c59v6bw28", "app:v2", 3, []string{"2026-12-02T02:53:00Z", "2026-12-02T02:58:00Z", "2026-12-02T03:03:00Z"}[i], podSpec{ready: 3})
+		}
+	}},
+	{"rollback-refused", "2026-12-02T03:21:00Z", func(w *world) {
+		// After the contract to 3, the spec was reverted to v1 (runs on [1, 2]): refused, every
+		// shard holds on v2.
+		w.migration("2", 1, "2026-12-02T02:52:00Z", "2026-12-02T02:52:10Z", "complete")
+		for i, s := range []string{"us-east", "eu-west", "ap-south"} {
+			w.replicaSet(s, "cc447w65w7", "app:v1", 0, []string{"2026-12-02T02:50:00Z", "2026-12-02T02:50:01Z", "2026-12-02T02:50:02Z"}[i], podSpec{})
+			w.replicaSet(s, "4c59v6bw28", "app:v2", 3, []string{"2026-12-02T02:53:00Z", "2026-12-02T02:58:00Z", "2026-12-02T03:03:00Z"}[i], podSpec{ready: 3})
+		}
+	}},
 	{"stale-generation", "2026-11-30T06:52:10Z", func(w *world) {
 		// Generation 2 was just applied; the status still describes generation 1.
 		w.migration("1", 1, "2026-11-30T06:51:53Z", "2026-11-30T06:51:53Z", "complete")
@@ -86,6 +105,22 @@ var goldenStates = []struct {
 			w.replicaSet(s, "cc447w65w7", "app:v1", 3, []string{"2026-11-30T06:51:53Z", "2026-11-30T06:51:54Z", "2026-11-30T06:51:55Z"}[i], podSpec{ready: 3})
 		}
 	}},
+}
+
+// goldenState is the golden state named state.
+func goldenState(t *testing.T, state string) struct {
+	state string
+	now   string
+	build func(w *world)
+} {
+	t.Helper()
+	for _, gs := range goldenStates {
+		if gs.state == state {
+			return gs
+		}
+	}
+	t.Fatalf("no golden state %s", state)
+	return goldenStates[0]
 }
 
 // TestGetGolden renders `get NAME --no-color` for each captured state through the whole command
@@ -126,7 +161,7 @@ func TestGetGolden(t *testing.T) {
 // TestGetJSON checks that -o json prints the view the tree is drawn from.
 func TestGetJSON(t *testing.T) {
 	w := newWorld(t, "shard-check-inconclusive", "2026-12-01T00:09:21Z")
-	goldenStates[7].build(w)
+	goldenState(t, "shard-check-inconclusive").build(w)
 	res := runWith(w.clients(), w.now, "get", "rs-a", "-n", w.r.Namespace, "-o", "json")
 	if res.code != 0 {
 		t.Fatalf("exit %d: %s", res.code, res.err)
@@ -208,7 +243,7 @@ func TestScreen(t *testing.T) {
 // Colours only on a terminal, and neither with --no-color nor with NO_COLOR set.
 func TestColors(t *testing.T) {
 	w := newWorld(t, "progress-deadline-exceeded", "2026-11-30T06:52:05Z")
-	goldenStates[5].build(w)
+	goldenState(t, "progress-deadline-exceeded").build(w)
 	for _, tc := range []struct {
 		tty     bool
 		noColor string
@@ -238,5 +273,118 @@ func TestColors(t *testing.T) {
 		if got := strings.Contains(out.String(), "\x1b[31mStalled\x1b[0m"); got != tc.colored {
 			t.Errorf("tty %v NO_COLOR %q %v: coloured %v, want %v", tc.tty, tc.noColor, tc.args, got, tc.colored)
 		}
+	}
+}
+
+// The schema lifecycle in get: the database's reported version, the phase and since when, each
+// revision's range (assumed ones marked) and the shards it serves, the contract's earliest time,
+// and RollbackSafe; RollbackRefused, RollbackSafe=False and DatabaseAhead in red.
+func TestGetSchemaLifecycle(t *testing.T) {
+	w := newWorld(t, "contract-pending", "2026-12-02T03:10:00Z")
+	goldenState(t, "contract-pending").build(w)
+	res := runWith(w.clients(), w.now, "get", "rs-a", "-n", w.r.Namespace, "--no-color")
+	for _, want := range []string{
+		"Lifecycle:  RollbackWindow for 5m (since 2026-12-02T03:05:00Z); the database reports schema 2",
+		"Contract:   to schema 3 at 2026-12-02T03:15:00Z (in 5m); ContractReady=False RollbackWindow",
+		"Ranges:     4c59v6bw28 runs on [2, 3], serves us-east, eu-west, ap-south; cc447w65w7 runs on [1, 2], serves no shard",
+		"Rollback:   safe (RollbackAvailable): every revision a rollback would return to runs on schema 2",
+	} {
+		if !strings.Contains(res.out, want) {
+			t.Errorf("contract-pending lacks %q:\n%s", want, res.out)
+		}
+	}
+	res = runWith(w.clients(), w.now, "get", "rs-a", "-n", w.r.Namespace, "-o", "json")
+	var v View
+	if err := json.Unmarshal([]byte(res.out), &v); err != nil {
+		t.Fatal(err)
+	}
+	if l := v.Schema.Lifecycle; l == nil || l.Phase != "RollbackWindow" || l.Reported != "2" || l.Contract == nil || l.Contract.EligibleTime == nil ||
+		!l.Contract.EligibleTime.Equal(mustTime("2026-12-02T03:15:00Z")) || len(l.Revisions) != 2 || l.Revisions[0].Max != "3" || l.RollbackSafe != "True" {
+		t.Errorf("-o json lifecycle %+v", v.Schema.Lifecycle)
+	}
+
+	// An assumed range is marked, with the open end.
+	w = newWorld(t, "contract-pending", "2026-12-02T03:10:00Z")
+	if err := unstructuredSet(w, []any{
+		map[string]any{"revision": "4c59v6bw28", "min": "2", "assumed": true, "shards": []any{"us-east"}},
+	}, "status", "schema", "revisions"); err != nil {
+		t.Fatal(err)
+	}
+	res = runWith(w.clients(), w.now, "get", "rs-a", "-n", w.r.Namespace, "--no-color")
+	if !strings.Contains(res.out, "Ranges:     4c59v6bw28 runs on [2, ∞) (assumed: no range declared), serves us-east") {
+		t.Errorf("assumed range:\n%s", res.out)
+	}
+
+	// Red on a terminal: the refused rollback, RollbackSafe=False, and a database ahead.
+	w = newWorld(t, "rollback-refused", "2026-12-02T03:21:00Z")
+	goldenState(t, "rollback-refused").build(w)
+	out := colored(t, w)
+	for _, want := range []string{"\x1b[31mRollbackRefused\x1b[0m", "\x1b[31munsafe (RollbackUnsafe)\x1b[0m"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("rollback-refused lacks %q:\n%s", want, out)
+		}
+	}
+	w = newWorld(t, "contract-pending", "2026-12-02T03:10:00Z")
+	conds := w.u.Object["status"].(map[string]any)["conditions"].([]any)
+	for _, c := range conds {
+		if c := c.(map[string]any); c["type"] == "Stalled" {
+			c["status"], c["reason"] = "True", "DatabaseAhead"
+			c["message"] = "the database reports schema 4; revision 4c59v6bw28 runs on [2, 3] and serves us-east, eu-west, ap-south: nothing scales up on it"
+		}
+	}
+	if err := unstructuredSet(w, conds, "status", "conditions"); err != nil {
+		t.Fatal(err)
+	}
+	if err := unstructuredSet(w, "4", "status", "schema", "reportedVersion"); err != nil {
+		t.Fatal(err)
+	}
+	out = colored(t, w)
+	for _, want := range []string{"\x1b[31mDatabaseAhead\x1b[0m: the database reports schema 4", "the database reports schema \x1b[31m4\x1b[0m"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("database ahead lacks %q:\n%s", want, out)
+		}
+	}
+}
+
+// unstructuredSet sets a field of w's RoutingService, in both its forms.
+func unstructuredSet(w *world, value any, path ...string) error {
+	if err := unstructured.SetNestedField(w.u.Object, value, path...); err != nil {
+		return err
+	}
+	r, err := toTyped(w.u)
+	if err != nil {
+		return err
+	}
+	w.r = r
+	return nil
+}
+
+// colored is get's output for w on a terminal, in colour.
+func colored(t *testing.T, w *world) string {
+	t.Helper()
+	var out bytes.Buffer
+	streams := genericiooptions.IOStreams{In: bytes.NewReader(nil), Out: &out, ErrOut: &out}
+	a := newApp(genericclioptions.NewConfigFlags(false), streams)
+	a.now = func() time.Time { return w.now }
+	a.connect = func() (*clients, error) { return w.clients(), nil }
+	a.getenv = func(string) string { return "" }
+	a.tty = func(io.Writer) bool { return true }
+	run([]string{"get", "rs-a", "-n", w.r.Namespace}, streams, a)
+	return out.String()
+}
+
+// docs/kubectl-schemagate.md shows the header of the contract-pending view as the golden has it.
+func TestDocsShowTheLifecycleHeader(t *testing.T) {
+	doc, err := os.ReadFile(filepath.Join("..", "..", "docs", "kubectl-schemagate.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	golden, err := os.ReadFile(filepath.Join("testdata", "contract-pending.golden"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	head := strings.Join(strings.SplitAfter(string(golden), "\n")[:12], "")
+	if !strings.Contains(string(doc), head) {
+		t.Fatalf("docs/kubectl-schemagate.md does not show the first 12 lines of testdata/contract-pending.golden:\n%s", head)
 	}
 }

@@ -140,7 +140,7 @@ retry and promote a rollout; wait for it in CI.`,
 		newAnnotateCommand(a, abortAction),
 		newAnnotateCommand(a, retryAction),
 		newAnnotateCommand(a, promoteAction),
-		newPlanCommand(a.flags, a.streams),
+		newPlanCommand(a.flags, a.streams, func() (*clients, error) { return a.connect() }),
 		newCompletionCommand(root),
 	)
 	return root

@@ -12,6 +12,8 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
+	appsv1 "k8s.io/api/apps/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
@@ -29,6 +31,8 @@ type planOptions struct {
 	offline  bool
 	exitCode bool
 	output   string
+	// connect reaches the cluster (newClients, or fakes in tests).
+	connect func() (*clients, error)
 }
 
 // Exit codes of plan --exit-code (the terraform plan -detailed-exitcode convention, with 1 for
@@ -41,8 +45,8 @@ const (
 // newPlanCommand is `kubectl schemagate plan -f FILE [NAME]` (issue 12): what applying FILE would
 // do, validated offline with the CRD's own schema and CEL rules (pkg/validate) and compared with
 // the live object unless --offline (pkg/preview).
-func newPlanCommand(flags *genericclioptions.ConfigFlags, streams genericiooptions.IOStreams) *cobra.Command {
-	o := &planOptions{}
+func newPlanCommand(flags *genericclioptions.ConfigFlags, streams genericiooptions.IOStreams, connect func() (*clients, error)) *cobra.Command {
+	o := &planOptions{connect: connect}
 	cmd := &cobra.Command{
 		Use:   "plan -f FILE [NAME]",
 		Short: "Show what applying FILE would do: revision, migration, shards, duration, risks",
@@ -56,6 +60,16 @@ already on the manifest's revision, such as after a revert to the stable spec, d
 pods each replaces and the availability floor, replica changes, a duration range from the
 deadlines, bake and checks, and the risky changes (a lower schema version, a shard reorder or
 nodeSelector change that re-rolls every shard, a removed shard, evidence JobSuccess, ...).
+
+When the manifest or the live object uses the schema lifecycle (spec.schema.compatibility or
+spec.schema.contract), it also prints the lifecycle's phases in order — expand (from the version
+the database reports to spec.schema.version, or binary first when the new revision also runs on
+the database's version), the shards, the contract and its earliest time — and the schema range of
+each revision that serves a shard or that a rollback would return to (from its ReplicaSets'
+records, else the status), and flags before merge: a migration that a serving or rollback revision
+cannot run on (refused, IncompatibleRevision), a contract that closes a revision's way back, a
+database already past a revision's range, and revisions whose range is assumed, not declared.
+--offline says what the manifest alone tells.
 
 Exit codes: 0 success; 1 an error or an invalid manifest; with --exit-code, 2 when applying it
 starts a rollout (0 when it does not).`,
@@ -131,8 +145,14 @@ func (o *planOptions) run(ctx context.Context, flags *genericclioptions.ConfigFl
 		next.Namespace = ns
 	}
 	var live *routingv1alpha1.RoutingService
+	var c *clients
 	if !o.offline {
-		c, err := newClients(flags)
+		connect := o.connect
+		if connect == nil {
+			connect = func() (*clients, error) { return newClients(flags) }
+		}
+		var err error
+		c, err = connect()
 		if err != nil {
 			return fmt.Errorf("cannot reach the cluster (%w); --offline previews without it", err)
 		}
@@ -148,7 +168,18 @@ func (o *planOptions) run(ctx context.Context, flags *genericclioptions.ConfigFl
 			return fmt.Errorf("%w (--offline previews without the cluster)", err)
 		}
 	}
-	p := preview.Compute(live, next)
+	var rss []appsv1.ReplicaSet
+	if live != nil {
+		// The ranges each revision's ReplicaSets record decide what a migration or a rollback
+		// may do; without them (no list permission) the status's record is used.
+		list, err := c.kube.AppsV1().ReplicaSets(live.Namespace).List(ctx, metav1.ListOptions{LabelSelector: nameSelector(live.Name)})
+		if err != nil {
+			fmt.Fprintf(streams.ErrOut, "note: cannot list the ReplicaSets of %s/%s (%v); the schema ranges come from its status alone\n", live.Namespace, live.Name, err)
+		} else {
+			rss = list.Items
+		}
+	}
+	p := preview.ComputeWith(live, next, rss)
 	switch o.output {
 	case "json":
 		b, err := json.MarshalIndent(p, "", "  ")

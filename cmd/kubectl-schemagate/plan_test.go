@@ -2,14 +2,17 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
+	"sigs.k8s.io/yaml"
 )
 
 var samplePath = filepath.Join("..", "..", "config", "samples", "routing_v1alpha1_routingservice.yaml")
@@ -83,5 +86,76 @@ func TestPlanBadInput(t *testing.T) {
 	out, err := planOffline(t, planOptions{file: "-"}, string(sample)+"---\n"+second, "edge-router-2")
 	if err != nil || !strings.Contains(out, "default/edge-router-2") {
 		t.Fatalf("%v\n%s", err, out)
+	}
+}
+
+// plan against the cluster reads the ReplicaSets' schema ranges: with v2 (runs on [2, 3]) serving
+// every shard and its contract to 3 pending, a v3 that needs schema 4 (runs on [4, 4]) is flagged
+// before merge: its migration would be refused, naming v2, its range and its shards, and it waits
+// for the pending contract. A ReplicaSet's record wins over the status (here the status says v2
+// runs on [2, 9], and is ignored).
+func TestPlanReadsTheReplicaSetRanges(t *testing.T) {
+	w := newWorld(t, "contract-pending", "2026-12-02T03:10:00Z")
+	goldenState(t, "contract-pending").build(w)
+	for i := range w.objs.ReplicaSets {
+		rs := &w.objs.ReplicaSets[i]
+		lo, hi := "2", "3"
+		if rs.Labels["schemagate.io/revision"] == "cc447w65w7" {
+			lo, hi = "1", "2"
+		}
+		rs.Annotations["schemagate.io/schema-min"], rs.Annotations["schemagate.io/schema-max"] = lo, hi
+	}
+	revs := w.u.Object["status"].(map[string]any)["schema"].(map[string]any)["revisions"].([]any)
+	revs[0].(map[string]any)["max"] = "9"
+
+	manifest := w.u.DeepCopy()
+	delete(manifest.Object, "status")
+	manifest.SetResourceVersion("")
+	manifest.SetUID("")
+	manifest.SetCreationTimestamp(metav1.Time{})
+	manifest.SetGeneration(0)
+	spec := manifest.Object["spec"].(map[string]any)
+	spec["template"].(map[string]any)["spec"].(map[string]any)["containers"].([]any)[0].(map[string]any)["image"] = "app:v3"
+	schema := spec["schema"].(map[string]any)
+	schema["version"] = "4"
+	schema["compatibility"] = map[string]any{"min": "4", "max": "4"}
+	delete(schema, "contract")
+	b, err := yaml.Marshal(manifest.Object)
+	if err != nil {
+		t.Fatal(err)
+	}
+	file := filepath.Join(t.TempDir(), "rsvc.yaml")
+	if err := os.WriteFile(file, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	res := runWith(w.clients(), w.now, "plan", "-f", file, "--exit-code")
+	if res.code != planRollout {
+		t.Fatalf("exit %d, want %d\n%s\n%s", res.code, planRollout, res.out, res.err)
+	}
+	for _, want := range []string{
+		"compared with the live object",
+		"4c59v6bw28  [2, 3]  serves us-east, eu-west, ap-south; the stable revision, where a rollback returns (range from replicasets)",
+		"! spec.schema.version: the migration to schema 4 is refused before its Job exists (IncompatibleRevision): revision 4c59v6bw28 runs on [2, 3] and serves us-east, eu-west, ap-south",
+		"! spec.schema.version: the live contract to 3 has not run: the expand to 4 waits for it (WaitingForContract)",
+	} {
+		if !strings.Contains(res.out, want) {
+			t.Errorf("plan lacks %q:\n%s", want, res.out)
+		}
+	}
+	// -o json carries the lifecycle as data.
+	res = runWith(w.clients(), w.now, "plan", "-f", file, "-o", "json")
+	var p struct {
+		Lifecycle struct {
+			Database  string `json:"database"`
+			Revisions []struct {
+				Revision, Min, Max, Source string
+			} `json:"revisions"`
+		} `json:"lifecycle"`
+	}
+	if err := json.Unmarshal([]byte(res.out), &p); err != nil {
+		t.Fatalf("%v\n%s", err, res.out)
+	}
+	if p.Lifecycle.Database != "2" || len(p.Lifecycle.Revisions) == 0 || p.Lifecycle.Revisions[0].Max != "3" || p.Lifecycle.Revisions[0].Source != "replicasets" {
+		t.Errorf("-o json lifecycle %+v", p.Lifecycle)
 	}
 }

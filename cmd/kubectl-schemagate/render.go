@@ -5,6 +5,8 @@ import (
 	"io"
 	"strings"
 	"unicode/utf8"
+
+	routingv1alpha1 "github.com/schemagate/schemagate/api/v1alpha1"
 )
 
 // palette colours text with ANSI SGR codes when on; off, it returns text as it is.
@@ -36,10 +38,22 @@ func stateColor(word string) string {
 		"RolledBack", "OOMKilled", "CreateContainerConfigError", "DeadlineExceeded":
 		return sgrRed
 	case StateProgressing, StatePaused, StatePending, StateNotReady, "Baking", "RollingBack", "Running", "Suspended",
+		"Expanding", "RollingOut", "RollbackWindow", "Contracting",
 		"ContainerCreating", "Terminating", "PodInitializing":
 		return sgrYellow
 	}
 	if strings.HasPrefix(word, "ExitCode:") {
+		return sgrRed
+	}
+	return ""
+}
+
+// reasonColor is red for the reasons of the schema lifecycle that need a person at once: a
+// rollback refused because the database is past the revision's range, or a database ahead of a
+// serving revision.
+func reasonColor(reason string) string {
+	switch reason {
+	case routingv1alpha1.ReasonRollbackRefused, routingv1alpha1.ReasonDatabaseAhead, routingv1alpha1.ReasonRollbackUnsafe:
 		return sgrRed
 	}
 	return ""
@@ -139,7 +153,7 @@ func renderView(w io.Writer, v *View, p palette) {
 	fmt.Fprintf(w, "%s %s\n", label("Name:"), v.Name)
 	fmt.Fprintf(w, "%s %s\n", label("Namespace:"), v.Namespace)
 	status := p.paint(stateColor(v.State), v.State)
-	if why := nonEmpty(v.Condition, v.Reason); len(why) > 0 {
+	if why := nonEmpty(v.Condition, p.paint(reasonColor(v.Reason), v.Reason)); len(why) > 0 {
 		status += " (" + strings.Join(why, ", ") + ")"
 	}
 	if v.Message != "" {
@@ -148,6 +162,9 @@ func renderView(w io.Writer, v *View, p palette) {
 	fmt.Fprintf(w, "%s %s\n", label("Status:"), status)
 	fmt.Fprintf(w, "%s %d (observed %d), %s\n", label("Generation:"), v.Generation, v.ObservedGeneration, pausedText(v.Paused))
 	fmt.Fprintf(w, "%s %s\n", label("Schema:"), schemaText(v.Schema))
+	if v.Schema.Lifecycle != nil {
+		renderLifecycle(w, v.Schema.Lifecycle, p, label)
+	}
 	fmt.Fprintf(w, "%s stable %s, update %s\n", label("Revisions:"), orNone(v.Revisions.Stable), orNone(v.Revisions.Update))
 	fmt.Fprintf(w, "%s %s\n", label("Strategy:"), v.Strategy.Summary)
 	fmt.Fprintf(w, "%s %s\n", label("Progress:"), v.Progress.Summary)

@@ -79,6 +79,8 @@ type SchemaView struct {
 	CheckJob     string `json:"checkJob,omitempty"`
 	// Gate is the SchemaReady condition: "True SchemaConfirmed", "False Migrating", ...
 	Gate string `json:"gate,omitempty"`
+	// Lifecycle is the expand → roll out → contract lifecycle, when the status reports one.
+	Lifecycle *LifecycleView `json:"lifecycle,omitempty"`
 }
 
 // RevisionsView names the stable (last-known-good) and update revisions.
@@ -317,6 +319,7 @@ func BuildView(r *routingv1alpha1.RoutingService, objs Objects, now time.Time) *
 	if c := currentCondition(r, routingv1alpha1.ConditionSchemaReady); c != nil {
 		v.Schema.Gate = string(c.Status) + " " + c.Reason
 	}
+	v.Schema.Lifecycle = lifecycleView(r, now)
 	if f := r.Status.Failure; f != nil {
 		v.Failure = &FailureView{Revision: f.Revision, Reason: f.Reason, Shard: f.Shard, Message: f.Message, Time: f.Time.UTC(), Age: age(now, f.Time.Time)}
 	}

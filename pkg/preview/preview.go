@@ -10,6 +10,7 @@ import (
 	"slices"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 
 	routingv1alpha1 "github.com/schemagate/schemagate/api/v1alpha1"
@@ -41,6 +42,11 @@ type Preview struct {
 	Changes []string `json:"changes,omitempty"`
 	// Risks are the changes a reviewer should look at twice.
 	Risks []Risk `json:"risks,omitempty"`
+	// Lifecycle is the schema lifecycle: expand, roll out, contract, and the revisions' ranges.
+	Lifecycle Lifecycle `json:"lifecycle"`
+
+	// returns: the manifest's revision ran in the cluster before (a revert).
+	returns bool
 }
 
 // Migration is the schema part of a preview.
@@ -91,7 +97,11 @@ type Risk struct {
 
 // Compute compares next (the manifest, CRD defaults applied or not) with live (nil: no object
 // in the cluster).
-func Compute(live, next *routingv1alpha1.RoutingService) Preview {
+func Compute(live, next *routingv1alpha1.RoutingService) Preview { return ComputeWith(live, next, nil) }
+
+// ComputeWith is Compute with the live object's ReplicaSets (those labelled with its name): the
+// schema ranges they record decide which migrations and rollbacks the revisions they run allow.
+func ComputeWith(live, next *routingv1alpha1.RoutingService, replicaSets []appsv1.ReplicaSet) Preview {
 	p := Preview{Namespace: next.Namespace, Name: next.Name, Live: live != nil, NextRevision: rollout.Revision(&next.Spec)}
 	if live != nil {
 		p.CurrentRevision = rollout.Revision(&live.Spec)
@@ -108,6 +118,7 @@ func Compute(live, next *routingv1alpha1.RoutingService) Preview {
 	for _, s := range p.Shards {
 		p.Duration = p.Duration.add(s.Duration)
 	}
+	p.lifecycle(live, next, replicaSets)
 	return p
 }
 
@@ -261,7 +272,7 @@ func (p *Preview) changes(live, next *routingv1alpha1.RoutingService) {
 	if l.Paused != n.Paused {
 		p.Changes = append(p.Changes, fmt.Sprintf("spec.paused: %v → %v", l.Paused, n.Paused))
 	}
-	if l.Schema.Evidence != n.Schema.Evidence {
+	if orDefault(l.Schema.Evidence) != orDefault(n.Schema.Evidence) {
 		p.Changes = append(p.Changes, fmt.Sprintf("spec.schema.evidence: %s → %s (what confirms the next schema version)", orDefault(l.Schema.Evidence), orDefault(n.Schema.Evidence)))
 	}
 	for _, s := range p.Shards {
@@ -292,7 +303,9 @@ func (p *Preview) risks(live, next *routingv1alpha1.RoutingService) {
 		return
 	}
 	l := live.Spec
-	if schemaversion.Valid(l.Schema.Version) && schemaversion.Valid(n.Schema.Version) && !schemaversion.AtLeast(n.Schema.Version, l.Schema.Version) {
+	// A lower version on a revision that declares no range (one that declares it says which
+	// schemas it runs on, which the lifecycle's risks check against the database).
+	if n.Schema.Compatibility == nil && schemaversion.Valid(l.Schema.Version) && schemaversion.Valid(n.Schema.Version) && !schemaversion.AtLeast(n.Schema.Version, l.Schema.Version) {
 		p.Risks = append(p.Risks, Risk{"spec.schema.version", fmt.Sprintf("goes down from %s to %s: schemagate never migrates down, so the new revision runs on a schema-%s database; safe only if that change was expand-only",
 			l.Schema.Version, n.Schema.Version, maxVersion(live.Status.Schema.ConfirmedVersion, l.Schema.Version))})
 	}

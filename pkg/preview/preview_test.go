@@ -230,17 +230,20 @@ func TestConditionErrors(t *testing.T) {
 	}
 }
 
-// docs/kubectl-schemagate.md shows the schema-bump preview exactly as the golden file has it.
+// docs/kubectl-schemagate.md shows the schema-bump and expand-contract previews exactly as the
+// golden files have them.
 func TestDocsShowTheGolden(t *testing.T) {
 	doc, err := os.ReadFile(filepath.Join("..", "..", "docs", "kubectl-schemagate.md"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	golden, err := os.ReadFile(filepath.Join("testdata", "schema-bump.golden"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !bytes.Contains(doc, golden) {
-		t.Fatal("docs/kubectl-schemagate.md does not show testdata/schema-bump.golden as it is")
+	for _, name := range []string{"schema-bump", "lifecycle-expand-contract"} {
+		golden, err := os.ReadFile(filepath.Join("testdata", name+".golden"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Contains(doc, golden) {
+			t.Errorf("docs/kubectl-schemagate.md does not show testdata/%s.golden as it is", name)
+		}
 	}
 }

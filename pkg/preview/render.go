@@ -47,6 +47,8 @@ func (p Preview) Write(w io.Writer) error {
 	switch {
 	case !m.Runs:
 		fmt.Fprintf(&b, "Migration: none (schema %s confirmed; %s required)\n", m.From, m.To)
+	case p.Lifecycle.BinaryFirst:
+		fmt.Fprintf(&b, "Migration: schema %s → %s: a Job that may follow the shards (binary first, see Lifecycle; deadline %s)\n", m.From, m.To, m.Deadline)
 	case m.From == "":
 		fmt.Fprintf(&b, "Migration: a Job brings the database to schema %s first, unless a report says it is there (deadline %s)\n", m.To, m.Deadline)
 	default:
@@ -86,6 +88,9 @@ func (p Preview) Write(w io.Writer) error {
 	if p.Duration.Max > 0 {
 		fmt.Fprintf(&b, "Duration:  %s (min: bake, checks and minReadySeconds; max: every deadline)\n", p.Duration)
 	}
+	if p.Lifecycle.Shown {
+		p.writeLifecycle(&b)
+	}
 	if len(p.Changes) > 0 {
 		b.WriteString("Other changes:\n")
 		for _, c := range p.Changes {
@@ -118,3 +123,65 @@ func pods(n int32) string {
 func (r Range) String() string { return fmt.Sprintf("%s – %s", round(r.Min), round(r.Max)) }
 
 func round(d time.Duration) time.Duration { return d.Round(time.Second) }
+
+// writeLifecycle prints the phases of the schema lifecycle in order, then the revisions' ranges.
+func (p Preview) writeLifecycle(b *strings.Builder) {
+	l := p.Lifecycle
+	m := p.Migration
+	b.WriteString("Lifecycle, in order:\n")
+	tw := tabwriter.NewWriter(b, 0, 0, 2, ' ', 0)
+	expand := ""
+	switch {
+	case !m.Runs:
+		expand = fmt.Sprintf("none: the database is at schema %s (%s required)", m.From, m.To)
+	case l.BinaryFirst:
+		expand = fmt.Sprintf("binary first: revision %s runs on %s, which contains the database's schema %s, so its shards may roll before the migration to %s, which follows",
+			l.Next.Revision, l.Next.Text(), l.Database, m.To)
+	case l.Database == "":
+		expand = fmt.Sprintf("to schema %s before any shard (the database's version is not known here)", m.To)
+	default:
+		expand = fmt.Sprintf("schema %s → %s before any shard", l.Database, m.To)
+	}
+	fmt.Fprintf(tw, "  1.\texpand\t%s\n", expand)
+	var rolls []string
+	for _, s := range p.Shards {
+		if s.Action == "re-roll" || s.Action == "create" {
+			rolls = append(rolls, s.Name)
+		}
+	}
+	roll := "no shard re-rolls"
+	if len(rolls) > 0 {
+		roll = strings.Join(rolls, ", ") + ", one at a time (the shards above)"
+	}
+	fmt.Fprintf(tw, "  2.\troll out\t%s\n", roll)
+	contract := "none (spec.schema.contract is not set)"
+	if c := l.Contract; c != nil {
+		switch {
+		case c.Done:
+			contract = fmt.Sprintf("done: the database reports schema %s", c.Version)
+		case c.Earliest != nil:
+			contract = fmt.Sprintf("schema %s → %s (deadline %s), at the earliest %s (the rollback window's end, from the live status)", c.From, c.Version, c.Deadline, c.Earliest.UTC().Format(time.RFC3339))
+		default:
+			contract = fmt.Sprintf("schema %s → %s (deadline %s), at the earliest %s after every shard is promoted and baked: %s after the apply",
+				c.From, c.Version, c.Deadline, round(c.Window), c.AfterApply)
+		}
+		if c.RequireApproval && !c.Done {
+			contract += "; then it waits for a person (kubectl schemagate approve-contract " + p.Name + ")"
+		}
+	}
+	fmt.Fprintf(tw, "  3.\tcontract\t%s\n", contract)
+	_ = tw.Flush()
+	b.WriteString("Schema ranges:\n")
+	tw = tabwriter.NewWriter(b, 0, 0, 2, ' ', 0)
+	fmt.Fprintf(tw, "  %s\t%s\tthis manifest\n", l.Next.Revision, l.Next.Text())
+	for _, r := range l.Revisions {
+		if r.Revision == l.Next.Revision {
+			continue
+		}
+		fmt.Fprintf(tw, "  %s\t%s\t%s (range from %s)\n", r.Revision, r.Text(), r.role(), r.Source)
+	}
+	if !p.Live {
+		fmt.Fprintf(tw, "  (the live revisions are not known: a new RoutingService, or --offline)\n")
+	}
+	_ = tw.Flush()
+}

@@ -79,6 +79,31 @@ func TestPlanAgainstTheLiveObject(t *testing.T) {
 	if out, code = planAgainst(t, next); code != 2 || !strings.Contains(out, "! spec.shards: the shard order changes") {
 		t.Fatalf("reorder: exit %d\n%s", code, out)
 	}
+	// The schema lifecycle: v2 declares the range it runs on and a contract. plan lists the live
+	// ReplicaSets and prints the phases in order and the range of the revision every shard
+	// serves (recorded on its ReplicaSets, or assumed for one of an earlier release).
+	next = live.DeepCopy()
+	next.Spec.Template.Spec.Containers[0].Image = "app:v2"
+	next.Spec.Schema.Version = "2"
+	next.Spec.Schema.Compatibility = &routingv1alpha1.SchemaCompatibility{Min: "2", Max: "3"}
+	next.Spec.Schema.Contract = &routingv1alpha1.ContractSpec{Version: "3", Migration: next.Spec.Schema.Migration}
+	out, code = planAgainst(t, next)
+	for _, want := range []string{"Lifecycle, in order:", "1.  expand    schema 1 → 2 before any shard", "3.  contract  schema 2 → 3",
+		"Schema ranges:", "serves us-east, eu-west, ap-south; the stable revision, where a rollback returns"} {
+		if code != 2 || !strings.Contains(out, want) {
+			t.Fatalf("lifecycle: exit %d, want 2 and %q\n%s", code, want, out)
+		}
+	}
+	// v1 declares no range: either its recorded range stops below 3 (the contract closes its way
+	// back) or it is assumed (and said to be): the contract is flagged against v1 either way.
+	flagged := false
+	for _, line := range strings.Split(out, "\n") {
+		flagged = flagged || strings.HasPrefix(line, "  ! spec.schema.contract: ") && strings.Contains(line, live.Status.StableRevision)
+	}
+	if !flagged {
+		t.Fatalf("lifecycle: the contract is not flagged against revision %s\n%s", live.Status.StableRevision, out)
+	}
+	t.Logf("plan of v2 on [2, 3] with a contract to 3:\n%s", out)
 	next = live.DeepCopy()
 	next.Spec.Shards[1].Replicas = -1
 	if out, code = planAgainst(t, next); code != 1 || !strings.Contains(out, "spec.shards[1].replicas") {

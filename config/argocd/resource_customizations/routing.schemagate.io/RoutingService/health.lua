@@ -1,10 +1,14 @@
 -- Argo CD health check for schemagate's RoutingService (routing.schemagate.io/v1alpha1).
 --
--- Healthy     the current generation is promoted in every shard (Ready=True for this generation)
+-- Healthy     the current generation is promoted in every shard (Ready=True for this generation),
+--             also while the schema's contract migration waits (ContractReady=False: the app
+--             serves; the message says what the contract waits for) or runs
 -- Progressing no status yet, a generation schemagate has not observed yet, or a
 --             migration / shard promotion under way
 -- Degraded    Stalled=True: a migration failed or ran past its deadline, a shard missed its
---             progress deadline, a shard check failed, or the rollout was aborted
+--             progress deadline, a shard check failed, the rollout was aborted, a rollback was
+--             refused because the database is past the revision's schema range (RollbackRefused),
+--             or the database is ahead of a serving revision (DatabaseAhead)
 -- Suspended   spec.paused is true, or a shard holds on an inconclusive check
 --             (Reconciling=True, ShardCheckInconclusive) until a person promotes or aborts,
 --             as a paused Argo Rollout reads
@@ -67,6 +71,10 @@ local ready = current("Ready")
 if ready ~= nil and ready.status == "True" then
   hs.status = "Healthy"
   hs.message = ready.message or ""
+  local contract = current("ContractReady")
+  if contract ~= nil and contract.status == "False" then
+    hs.message = hs.message .. "; the contract waits (" .. (contract.reason or "") .. "): " .. (contract.message or "")
+  end
   return hs
 end
 
