@@ -32,7 +32,11 @@ Flags (report and run):
                             /dev/termination-log; "-": stdout only). When the default
                             /dev/termination-log does not exist (not in Kubernetes), that is
                             said on stderr and the report is on stdout only.
-  --timeout DURATION        bounds connecting to the database and reading (default 30s)
+  --timeout DURATION        bounds connecting to the database and reading (default 30s); also
+                            the read's statement_timeout
+  --lock-timeout DURATION   the longest the read waits for a lock on the tool's table
+                            (lock_timeout, default 2s, or half of a shorter --timeout): a read never
+                            queues behind a migration that waits for a lock
 
 Tools and what they record:
   golang-migrate   schema_migrations: version, dirty. No table or no row: 0.
