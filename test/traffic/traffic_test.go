@@ -139,7 +139,9 @@ func TestLatencyQuantiles(t *testing.T) {
 	}))
 	defer srv.Close()
 	g := Start(context.Background(), Options{Regions: []string{"us-east"}, Rate: 50,
-		Backends: func(context.Context, string) ([]string, error) { return []string{strings.TrimPrefix(srv.URL, "http://")}, nil }})
+		Backends: func(context.Context, string) ([]string, error) {
+			return []string{strings.TrimPrefix(srv.URL, "http://")}, nil
+		}})
 	time.Sleep(time.Second)
 	rep := g.Stop()
 	e := rep.Totals["us-east"]
