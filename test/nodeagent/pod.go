@@ -22,9 +22,9 @@ type pod struct {
 	dir   string
 	ip    string
 
-	mu       sync.Mutex
-	ref      *corev1.ObjectReference // what events are about
-	obj      *corev1.Pod             // as created, with metadata from UpdatePod; Status is not kept here
+	mu  sync.Mutex
+	ref *corev1.ObjectReference // what events are about
+	obj *corev1.Pod             // as created, with metadata from UpdatePod; Status is not kept here
 	// specs are the pod's init containers, then its containers: index i < nInit is an init
 	// container. statuses, procs and logIndex follow the same order.
 	specs    []corev1.Container
@@ -38,16 +38,16 @@ type pod struct {
 	grace    time.Duration // the grace period deletion asked for
 	finished bool          // deleting and every container has stopped: the phase is final
 
-	stop    chan struct{} // closed when deletion begins: no more starts or restarts
+	stop chan struct{} // closed when deletion begins: no more starts or restarts
 	// mainsDone is closed once every regular container has stopped for good: native sidecars
 	// (init containers with restartPolicy Always) are then stopped, as the kubelet does.
 	mainsDone chan struct{}
 	// initFailed is set when a regular init container failed for good: no container starts.
 	initFailed bool
 	running    sync.WaitGroup
-	changed chan struct{}
-	quit    chan struct{} // ends the notifier
-	removed chan struct{} // closed once terminate has finished
+	changed    chan struct{}
+	quit       chan struct{} // ends the notifier
+	removed    chan struct{} // closed once terminate has finished
 }
 
 func newPod(prov *provider, obj *corev1.Pod, ip string) (*pod, error) {

@@ -14,8 +14,8 @@ func (p *pod) statusLocked() corev1.PodStatus {
 		Phase:  p.phaseLocked(),
 		HostIP: hostIP, HostIPs: []corev1.HostIP{{IP: hostIP}},
 		PodIP: p.ip, PodIPs: []corev1.PodIP{{IP: p.ip}},
-		StartTime:         &p.started,
-		QOSClass: p.obj.Status.QOSClass,
+		StartTime: &p.started,
+		QOSClass:  p.obj.Status.QOSClass,
 	}
 	for i := range p.statuses {
 		s := *p.statuses[i].DeepCopy()
