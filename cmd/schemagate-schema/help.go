@@ -16,7 +16,10 @@ Commands:
            to the report path and to stdout. For a read-only check Job.
   run      Run COMMAND, your own migration (stdin, stdout and stderr passed through; SIGTERM
            and SIGINT forwarded to it), then report as above, whatever COMMAND's exit: a
-           migration that failed half-way reports the dirty database it left.
+           migration that failed half-way reports the dirty database it left. COMMAND's
+           database sessions are named by PGAPPNAME (unless set); any still there once it
+           has exited, or 2s after a SIGTERM it ignores, are ended, so that none keeps
+           waiting for a lock after the pod is gone.
 
 Flags (report and run):
   --tool TOOL               golang-migrate, goose, flyway, atlas or liquibase (required)

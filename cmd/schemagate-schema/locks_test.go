@@ -2,12 +2,18 @@ package main
 
 import (
 	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/golang-migrate/migrate/v4"
 	"github.com/jackc/pgx/v5"
+
+	"github.com/schemagate/schemagate/test/postgres"
 )
 
 // holdLock opens a transaction on url that takes lock on table and keeps it until the test ends,
@@ -143,5 +149,86 @@ func TestLockTimeoutFlag(t *testing.T) {
 		if cfg.limits.lock != c.lock || cfg.limits.statement != c.statement {
 			t.Errorf("%v: limits %+v; want lock_timeout %s, statement_timeout %s (--timeout)", c.args, cfg.limits, c.lock, c.statement)
 		}
+	}
+}
+
+// lockWaiters counts the sessions waiting for a lock on table.
+func lockWaiters(t *testing.T, url, table string) int {
+	t.Helper()
+	conn, err := pgx.Connect(t.Context(), url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	var n int
+	if err := conn.QueryRow(t.Context(), "SELECT count(*) FROM pg_catalog.pg_locks WHERE NOT granted AND relation = $1::regclass", table).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// A migration stopped while its DDL waits for a lock must not leave its session in the lock
+// queue: neither when the command ignores SIGTERM (run ends its sessions after stopGrace), nor
+// when it was killed and the server has not noticed (run ends them once it has exited).
+func TestRunEndsSessionsLeftWaitingForALock(t *testing.T) {
+	t.Parallel()
+	bin, _, err := postgres.FindBinDir()
+	if err != nil {
+		t.Fatal(err)
+	}
+	psql := filepath.Join(bin, "psql")
+	alter := `"$0" -X -q "$DATABASE_URL" -c "ALTER TABLE held ADD COLUMN y int"`
+	for _, c := range []struct {
+		name, script string
+		signal       bool
+	}{
+		// psql ignores SIGTERM here (an ignored signal is inherited), as a tool that does not
+		// cancel its statement would.
+		{"ignores_sigterm", `trap '' TERM; ` + alter, true},
+		// psql is killed while it waits; the command itself exits 0.
+		{"killed_client", alter + ` & p=$!; sleep 1; kill -9 $p; wait $p; exit 0`, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			db := newDatabase(t)
+			execSQL(t, db, "CREATE TABLE held (x int)")
+			holdLock(t, db, "held", "ACCESS SHARE")
+			path := filepath.Join(t.TempDir(), "termination-log")
+			cmd := exec.CommandContext(t.Context(), binary(t), "run", "--tool", "golang-migrate", "--report-path", path, "--", "sh", "-c", c.script, psql)
+			cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "DATABASE_URL=" + db}
+			var stderr strings.Builder
+			cmd.Stderr = &stderr
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			for deadline := time.Now().Add(10 * time.Second); lockWaiters(t, db, "held") == 0; time.Sleep(50 * time.Millisecond) {
+				if time.Now().After(deadline) {
+					_ = cmd.Process.Kill()
+					t.Fatalf("the ALTER TABLE never waited for the lock; stderr:\n%s", stderr.String())
+				}
+			}
+			if c.signal {
+				if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+					t.Fatal(err)
+				}
+			}
+			exited := make(chan error, 1)
+			go func() { exited <- cmd.Wait() }()
+			select {
+			case <-exited:
+			case <-time.After(stopGrace + 8*time.Second):
+				_ = cmd.Process.Kill()
+				t.Fatalf("run did not exit; stderr:\n%s", stderr.String())
+			}
+			if n := lockWaiters(t, db, "held"); n != 0 {
+				t.Fatalf("%d sessions still wait for the lock after run exited; stderr:\n%s", n, stderr.String())
+			}
+			if !strings.Contains(stderr.String(), "ended 1 database session(s) it left behind") {
+				t.Errorf("stderr does not say a session was ended:\n%s", stderr.String())
+			}
+			if _, err := os.Stat(path); err != nil {
+				t.Errorf("no report: %v", err)
+			}
+		})
 	}
 }
