@@ -474,9 +474,16 @@ func TestStoryS36MigrationWaitsOnALock(t *testing.T) {
 			services := regionPods(rsvcSelector)
 			waitServed(t, ns, services)
 
-			release := holdRoutes(t, db)
+			// v1's latency before anything waits, for comparison.
 			gen := startTraffic(ns, services)
 			reads := startReads(t, db)
+			time.Sleep(8 * time.Second)
+			latencyTable(t, "S-36 "+c.name+": before", gen.Snapshot(), reads.stop())
+			gen.Stop()
+
+			release := holdRoutes(t, db)
+			gen = startTraffic(ns, services)
+			reads = startReads(t, db)
 			const deadline = 40
 			kit().Update(t, ns, func(r *routingv1alpha1.RoutingService) {
 				toV2(db, 0)(r)
@@ -513,6 +520,7 @@ func TestStoryS36MigrationWaitsOnALock(t *testing.T) {
 			})
 			if c.release {
 				time.Sleep(time.Until(waitBegan.Add(15 * time.Second)))
+				latencyTable(t, "S-36 "+c.name+": while the migration waits", gen.Snapshot(), reads.stop())
 				release()
 				story.Eventually(t, 2*time.Minute, "the migration finishes and v2 rolls out", readyOnGeneration(t, ns))
 				if jobs := schemaJobs(t, ns, "2"); len(jobs) != 1 {
@@ -540,18 +548,10 @@ func TestStoryS36MigrationWaitsOnALock(t *testing.T) {
 				if jobs := schemaJobs(t, ns, "2"); len(jobs) != 1 {
 					t.Errorf("%d migration Jobs for schema 2: an attempt started by itself", len(jobs))
 				}
+				latencyTable(t, "S-36 "+c.name+": waiting, then stopped at the deadline", gen.Snapshot(), reads.stop())
 				release()
 			}
 			rep := gen.Stop()
-			rr := reads.stop()
-			rep.Regions = append(rep.Regions, "reads of routes")
-			rep.Totals["reads of routes"] = &rr
-			var b strings.Builder
-			rep.LatencyTable(&b, "S-36 "+c.name)
-			t.Logf("\n%s", b.String())
-			tablesMu.Lock()
-			tables = append(tables, b.String())
-			tablesMu.Unlock()
 			for _, r := range realRegions {
 				if tot := rep.Totals[r.Shard]; tot.NotFound > 0 || tot.Errors() > 0 {
 					t.Errorf("%s: %d × 404, %d errors while the migration waited", r.Shard, tot.NotFound, tot.Errors())
@@ -559,4 +559,24 @@ func TestStoryS36MigrationWaitsOnALock(t *testing.T) {
 			}
 		})
 	}
+}
+
+// latencyTable prints the routers' latency per region and that of the direct reads of routes,
+// and keeps the table for the suite's summary.
+func latencyTable(t *testing.T, scenario string, regions map[string]traffic.Totals, reads traffic.Totals) {
+	t.Helper()
+	rep := traffic.Report{Totals: map[string]*traffic.Totals{}}
+	for _, r := range realRegions {
+		tot := regions[r.Shard]
+		rep.Regions = append(rep.Regions, r.Shard)
+		rep.Totals[r.Shard] = &tot
+	}
+	rep.Regions = append(rep.Regions, "reads of routes")
+	rep.Totals["reads of routes"] = &reads
+	var b strings.Builder
+	rep.LatencyTable(&b, scenario)
+	t.Logf("\n%s", b.String())
+	tablesMu.Lock()
+	tables = append(tables, b.String())
+	tablesMu.Unlock()
 }
