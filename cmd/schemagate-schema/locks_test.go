@@ -215,7 +215,8 @@ func TestRunEndsSessionsLeftWaitingForALock(t *testing.T) {
 			exited := make(chan error, 1)
 			go func() { exited <- cmd.Wait() }()
 			select {
-			case <-exited:
+			case err := <-exited:
+				t.Logf("run exited: %v", err) // the command's code: psql's, once its session was ended
 			case <-time.After(stopGrace + 8*time.Second):
 				_ = cmd.Process.Kill()
 				t.Fatalf("run did not exit; stderr:\n%s", stderr.String())
