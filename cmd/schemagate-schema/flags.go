@@ -30,6 +30,8 @@ type config struct {
 	reportPath  string
 	defaultPath bool
 	timeout     time.Duration
+	// limits bound what the read-only transaction waits for inside the database.
+	limits sessionLimits
 	// argv is the command run runs.
 	argv []string
 	// redact removes the database password from text printed to stderr.
@@ -51,12 +53,13 @@ func newFlagSet(command string) (*flag.FlagSet, *flagValues) {
 	fs.StringVar(&v.urlEnv, "database-url-env", "DATABASE_URL", "the environment variable holding the database URL")
 	fs.StringVar(&v.reportPath, "report-path", "", "where to write the report (default $TERMINATION_MESSAGE_PATH, else /dev/termination-log; - for stdout only)")
 	fs.DurationVar(&v.timeout, "timeout", 30*time.Second, "bounds connecting to the database and reading the version")
+	fs.DurationVar(&v.lockTimeout, "lock-timeout", defaultLockTimeout, "the longest wait for a lock on the tool's table (PostgreSQL lock_timeout)")
 	return fs, v
 }
 
 type flagValues struct {
 	tool, table, schema, lockTable, urlEnv, reportPath string
-	timeout                                            time.Duration
+	timeout, lockTimeout                               time.Duration
 }
 
 // parseArgs parses the arguments of report or run, and the database URL from the environment.
@@ -82,6 +85,16 @@ func parseArgs(command string, args []string, getenv func(string) string) (confi
 		return cfg, errors.New("run needs the migration command after --, e.g. run --tool goose -- goose up")
 	case v.timeout <= 0:
 		return cfg, fmt.Errorf("--timeout must be positive, got %s", v.timeout)
+	case v.lockTimeout <= 0:
+		return cfg, fmt.Errorf("--lock-timeout must be positive, got %s", v.lockTimeout)
+	case v.lockTimeout < time.Millisecond:
+		// PostgreSQL counts it in milliseconds, and 0 would mean no limit at all.
+		return cfg, fmt.Errorf("--lock-timeout must be at least 1ms, got %s", v.lockTimeout)
+	case v.lockTimeout >= v.timeout && set["lock-timeout"]:
+		return cfg, fmt.Errorf("--lock-timeout (%s) must be shorter than --timeout (%s)", v.lockTimeout, v.timeout)
+	case v.lockTimeout >= v.timeout:
+		// The default with a short --timeout: half of it, so the lock wait still ends first.
+		v.lockTimeout = max(v.timeout/2, time.Millisecond)
 	case set["table"] && v.table == "":
 		return cfg, errors.New("--table must not be empty")
 	case v.urlEnv == "":
@@ -95,6 +108,7 @@ func parseArgs(command string, args []string, getenv func(string) string) (confi
 		return cfg, fmt.Errorf("--lock-table is for --tool liquibase, not %s", t.name)
 	}
 	cfg.tool, cfg.timeout, cfg.argv = t, v.timeout, fs.Args()
+	cfg.limits = sessionLimits{lock: v.lockTimeout, statement: v.timeout}
 	cfg.where = target{schema: t.schema, table: t.table, lockTable: "databasechangeloglock"}
 	if set["schema"] {
 		cfg.where.schema = v.schema

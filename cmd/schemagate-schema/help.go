@@ -16,7 +16,10 @@ Commands:
            to the report path and to stdout. For a read-only check Job.
   run      Run COMMAND, your own migration (stdin, stdout and stderr passed through; SIGTERM
            and SIGINT forwarded to it), then report as above, whatever COMMAND's exit: a
-           migration that failed half-way reports the dirty database it left.
+           migration that failed half-way reports the dirty database it left. COMMAND's
+           database sessions are named by PGAPPNAME (unless set); any still there once it
+           has exited, or 2s after a SIGTERM it ignores, are ended, so that none keeps
+           waiting for a lock after the pod is gone.
 
 Flags (report and run):
   --tool TOOL               golang-migrate, goose, flyway, atlas or liquibase (required)
@@ -32,7 +35,11 @@ Flags (report and run):
                             /dev/termination-log; "-": stdout only). When the default
                             /dev/termination-log does not exist (not in Kubernetes), that is
                             said on stderr and the report is on stdout only.
-  --timeout DURATION        bounds connecting to the database and reading (default 30s)
+  --timeout DURATION        bounds connecting to the database and reading (default 30s); also
+                            the read's statement_timeout
+  --lock-timeout DURATION   the longest the read waits for a lock on the tool's table
+                            (lock_timeout, default 2s, or half of a shorter --timeout): a read never
+                            queues behind a migration that waits for a lock
 
 Tools and what they record:
   golang-migrate   schema_migrations: version, dirty. No table or no row: 0.

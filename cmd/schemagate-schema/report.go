@@ -21,7 +21,7 @@ import (
 func report(ctx context.Context, cfg config, stdout io.Writer, log *logger) int {
 	ctx, cancel := context.WithTimeout(ctx, cfg.timeout)
 	defer cancel()
-	st, err := readState(ctx, cfg.connConfig, cfg.tool, cfg.where)
+	st, err := readState(ctx, cfg.connConfig, cfg.tool, cfg.where, cfg.limits)
 	if err != nil {
 		if ctx.Err() != nil {
 			err = fmt.Errorf("%w (--timeout %s)", err, cfg.timeout)
@@ -75,9 +75,9 @@ func writeReportFile(path string, b []byte) error {
 }
 
 // readState connects and reads the version in one read-only transaction (a consistent snapshot;
-// nothing is ever written), and checks that it is a dotted numeric version. The version is
-// returned in its canonical spelling ("2.0" → "2").
-func readState(ctx context.Context, cc *pgx.ConnConfig, t tool, at target) (state, error) {
+// nothing is ever written), bounded by limits, and checks that it is a dotted numeric version.
+// The version is returned in its canonical spelling ("2.0" → "2").
+func readState(ctx context.Context, cc *pgx.ConnConfig, t tool, at target, limits sessionLimits) (state, error) {
 	conn, err := pgx.ConnectConfig(ctx, cc)
 	if err != nil {
 		return state{}, fmt.Errorf("connecting to the database: %w", err)
@@ -92,9 +92,12 @@ func readState(ctx context.Context, cc *pgx.ConnConfig, t tool, at target) (stat
 		return state{}, fmt.Errorf("starting a read-only transaction: %w", err)
 	}
 	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
+	if err := limits.set(ctx, tx); err != nil {
+		return state{}, err
+	}
 	st, err := t.read(ctx, tx, at)
 	if err != nil {
-		return state{}, fmt.Errorf("reading the %s version: %w", t.name, err)
+		return state{}, fmt.Errorf("reading the %s version: %w", t.name, limits.explain(err))
 	}
 	if err := checkVersion(st.Version, t.name+" version"); err != nil {
 		return state{}, err

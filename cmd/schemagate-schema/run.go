@@ -31,7 +31,12 @@ func runAndReport(cfg config, stdin io.Reader, stdout, stderr io.Writer, log *lo
 	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT)
 	defer signal.Stop(sigs)
 	tail := &tailWriter{max: 4 * schemareport.MaxErrorBytes}
-	code := runCommand(cfg.argv, sigs, stdin, stdout, io.MultiWriter(stderr, tail), log)
+	sessions := newSessionTag(cfg, log)
+	code := runCommand(cfg.argv, sessions.env(), sigs, sessions.endAfter, stdin, stdout, io.MultiWriter(stderr, tail), log)
+	// Sessions the command left behind (it was killed while a statement waited for a lock, and
+	// the server has not noticed): they would keep their place in the lock queue, and every
+	// query on that table behind them, after this pod is gone.
+	sessions.end("the command has exited")
 	if code != 0 {
 		log.printf("%s exited with code %d; reporting the database's state anyway", cfg.argv[0], code)
 		// The end of what the tool said on stderr goes into the report, so that the cause
@@ -49,9 +54,12 @@ func runAndReport(cfg config, stdin io.Reader, stdout, stderr io.Writer, log *lo
 // arriving on sigs to it, and returns its exit code: 128+N when a signal N killed it, 127 when
 // it was not found, 126 when it could not be executed. Signals that arrive while no command runs
 // are dropped.
-func runCommand(argv []string, sigs <-chan os.Signal, stdin io.Reader, stdout, stderr io.Writer, log *logger) int {
+// On the first signal, onSignal is called (in its own goroutine) with a channel closed when the
+// command exits.
+func runCommand(argv, env []string, sigs <-chan os.Signal, onSignal func(exited <-chan struct{}), stdin io.Reader, stdout, stderr io.Writer, log *logger) int {
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = stdin, stdout, stderr
+	cmd.Env = env
 	if err := cmd.Start(); err != nil {
 		log.printf("cannot run %s: %v", strings.Join(argv, " "), err)
 		if errors.Is(err, exec.ErrNotFound) || errors.Is(err, fs.ErrNotExist) {
@@ -61,10 +69,15 @@ func runCommand(argv []string, sigs <-chan os.Signal, stdin io.Reader, stdout, s
 	}
 	done := make(chan struct{})
 	go func() {
+		signalled := false
 		for {
 			select {
 			case s := <-sigs:
 				_ = cmd.Process.Signal(s)
+				if !signalled && onSignal != nil {
+					signalled = true
+					go onSignal(done)
+				}
 			case <-done:
 				return
 			}

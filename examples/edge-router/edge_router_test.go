@@ -419,3 +419,26 @@ func TestLoseEveryNthRoute(t *testing.T) {
 		t.Error("--lose-every-nth-route=-1 accepted")
 	}
 }
+
+// golang-migrate marks the database dirty at version n while migration n runs (and leaves it so
+// if n fails half-way): every migration below n is complete. A binary that needs a schema below
+// n keeps serving, so a migration that is slow, or waits for a lock, never takes the serving
+// revision out of its endpoints; a binary that needs n or more is not ready.
+func TestDirtyAboveTheNeededSchemaStaysReady(t *testing.T) {
+	for _, c := range []struct {
+		need, db int
+		dirty    bool
+		ready    bool
+	}{
+		{need: 1, db: 2, dirty: true, ready: true},
+		{need: 2, db: 2, dirty: true, ready: false},
+		{need: 3, db: 2, dirty: true, ready: false},
+		{need: 1, db: 1, dirty: true, ready: false},
+		{need: 1, db: 2, dirty: false, ready: true},
+	} {
+		tb := &table{cfg: serveConfig{Schema: c.need, CheckSchema: true}, dbSchema: c.db, dbDirty: c.dirty, schemaKnown: true, loadedAt: time.Now()}
+		if why := tb.notReady(); (why == "") != c.ready {
+			t.Errorf("needs %d, database at %d dirty %v: notReady %q, want ready %v", c.need, c.db, c.dirty, why, c.ready)
+		}
+	}
+}

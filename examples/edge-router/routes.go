@@ -234,8 +234,11 @@ func (t *table) notReady() string {
 	switch {
 	case !t.schemaKnown:
 		return "database schema not read yet"
-	case t.dbDirty:
-		return fmt.Sprintf("database schema %d is dirty (a migration failed half-way)", t.dbSchema)
+	case t.dbDirty && t.dbSchema <= t.cfg.Schema:
+		// golang-migrate marks version n dirty while migration n runs, and leaves it so when n
+		// fails half-way; every version below n is complete. Only a binary that needs n or more
+		// depends on what n did.
+		return fmt.Sprintf("database schema %d is dirty (a migration is running or failed half-way), and this binary needs %d", t.dbSchema, t.cfg.Schema)
 	case t.dbSchema < t.cfg.Schema:
 		return fmt.Sprintf("database schema is %d, this binary needs %d", t.dbSchema, t.cfg.Schema)
 	case t.loadedAt.IsZero():

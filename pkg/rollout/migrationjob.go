@@ -202,3 +202,70 @@ func jobMetadata(rsvc *routingv1alpha1.RoutingService) routingv1alpha1.JobMetada
 	}
 	return routingv1alpha1.JobMetadata{}
 }
+
+// S-36. A migration whose DDL waits for a lock another session holds (a long transaction, a
+// dump) is, to the API, a Job that stays active: the manager cannot ask the database. So while a
+// migration runs its condition says for how long, and when schemagate's deadline ends it, and
+// hints at the likeliest cause of a long wait. The elapsed time moves in steps, so that the
+// condition (a status write each time it changes) changes a handful of times, not every
+// reconcile: 10 s steps in the first minute, minutes up to 10 min, then 5 min. Worked numbers:
+// started 12:00:00, seen at 12:00:47 → "running for 40 s", refreshed at 12:00:50; at 12:03:20
+// → "running for 3 min", refreshed at 12:04:00.
+
+// runStart is when a migration Job started running: its status.startTime (reset when a queue
+// releases it), else its creation; never in the future.
+func runStart(j *batchv1.Job, now time.Time) time.Time {
+	start := j.CreationTimestamp.Time
+	if st := notAfter(j.Status.StartTime, now); st != nil && st.After(start) {
+		start = st.Time
+	}
+	if start.After(now) {
+		start = now
+	}
+	return start
+}
+
+// elapsedStep rounds d down to its step and returns it with the step's length.
+func elapsedStep(d time.Duration) (shown, step time.Duration) {
+	switch {
+	case d < time.Minute:
+		step = 10 * time.Second
+	case d < 10*time.Minute:
+		step = time.Minute
+	default:
+		step = 5 * time.Minute
+	}
+	return d.Truncate(step), step
+}
+
+// formatElapsed is a stepped duration as the message says it: "40 s", "3 min", "1 h 5 min".
+func formatElapsed(d time.Duration) string {
+	switch {
+	case d < time.Minute:
+		return fmt.Sprintf("%d s", int64(d/time.Second))
+	case d < time.Hour:
+		return fmt.Sprintf("%d min", int64(d/time.Minute))
+	}
+	return fmt.Sprintf("%d h %d min", int64(d/time.Hour), int64(d%time.Hour/time.Minute))
+}
+
+// runningFor is the part of the Migrating message that says how long the attempt has run, when
+// the deadline ends it, and why a migration may wait.
+func (p *planner) runningFor(j *batchv1.Job, attempt int32) string {
+	return p.runningSince(runStart(j, p.now), deadlineAt(j, p.now), attempt)
+}
+
+// runningSince is runningFor for an attempt that started at start and ends at deadline (also for
+// one just created, so that the next reconcile, which sees the Job, says the same).
+func (p *planner) runningSince(start, deadline time.Time, attempt int32) string {
+	shown, _ := elapsedStep(p.now.Sub(start))
+	return fmt.Sprintf("; attempt %d has been running for %s (since %s) and schemagate's deadline ends it at %s (a migration that takes longer than expected may be waiting for a lock another session holds)",
+		attempt, formatElapsed(shown), start.UTC().Format(time.RFC3339), deadline.UTC().Format(time.RFC3339))
+}
+
+// nextElapsedStep is when the elapsed time shown for a running migration Job next changes.
+func (p *planner) nextElapsedStep(j *batchv1.Job) time.Time {
+	start := runStart(j, p.now)
+	shown, step := elapsedStep(p.now.Sub(start))
+	return start.Add(shown + step)
+}

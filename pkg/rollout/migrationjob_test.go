@@ -279,3 +279,69 @@ func TestResumedMigrationDeadlineCountsFromTheResume(t *testing.T) {
 		}
 	})
 }
+
+// S-36: a migration that waits (its DDL queued behind another session's lock: to the planner a
+// Job that stays active) says how long it has run and when the deadline ends it, refreshed in
+// steps that keep status writes few (10 s in the first minute, then minutes); the deadline
+// ends it; a retry starts attempt 2 only once attempt 1's pods are gone (tickChecked fails the
+// test if two run at once).
+func TestMigratingSaysHowLongItRuns(t *testing.T) {
+	w := steady(t)
+	w.update("app:v2", "2", "migrate:hang")
+	w.reconcile()
+	job := MigrationJobName("rs-a", "2", 1)
+	created := w.jobs[job].CreationTimestamp.Time
+	deadline := created.Add(120*time.Second + migrationGrace).UTC().Format(time.RFC3339)
+	messages := map[string]bool{}
+	for i := 0; i < 47; i++ { // 47 s, in steps of 1 s
+		plan := w.step(time.Second)
+		if plan.RequeueAfter == 0 || plan.RequeueAfter > 10*time.Second {
+			t.Fatalf("at %s: requeue after %s; want the message refreshed within 10 s", w.now.Sub(created), plan.RequeueAfter)
+		}
+		messages[w.condition(routingv1alpha1.ConditionSchemaReady).Message] = true
+	}
+	w.reconcile()
+	c := w.condition(routingv1alpha1.ConditionSchemaReady)
+	if c.Reason != routingv1alpha1.ReasonMigrating || !strings.Contains(c.Message, "attempt 1 has been running for 40 s") ||
+		!strings.Contains(c.Message, "deadline ends it at "+deadline) || !strings.Contains(c.Message, "lock") {
+		t.Fatalf("SchemaReady %s %q; want attempt 1 running for 40 s, the deadline %s, and a hint at locks", c.Reason, c.Message, deadline)
+	}
+	if len(messages) > 6 {
+		t.Errorf("%d different messages in 47 s: %v (each one a status write)", len(messages), messages)
+	}
+	for i := 0; i < 30; i++ { // to 77 s: minutes now
+		w.step(time.Second)
+	}
+	if c := w.condition(routingv1alpha1.ConditionSchemaReady); !strings.Contains(c.Message, "running for 1 min") {
+		t.Fatalf("SchemaReady %q at 77 s; want running for 1 min", c.Message)
+	}
+	for i := 0; i < 60; i++ {
+		w.step(time.Second)
+	}
+	if r := w.reason(routingv1alpha1.ConditionStalled); r != routingv1alpha1.ReasonMigrationDeadline {
+		t.Fatalf("Stalled %s after the deadline; want %s", r, routingv1alpha1.ReasonMigrationDeadline)
+	}
+	// A retry while attempt 1's pod still waits: it is suspended first, attempt 2 starts once
+	// it has no pod left.
+	w.rsvc.Annotations = map[string]string{routingv1alpha1.AnnotationRetry: "after-the-lock"}
+	w.jobs[job].Spec.Template.Spec.Containers[0].Image = "migrate:hang" // the Job keeps its pods
+	plan := w.reconcile()
+	if !hasAction(plan, SuspendJob, job) || w.jobs[MigrationJobName("rs-a", "2", 2)] != nil {
+		t.Fatalf("retry while attempt 1 runs: %v; want attempt 1 suspended and no attempt 2 yet", plan.Actions)
+	}
+	w.tickChecked(time.Second) // the Job controller stops the suspended Job's pods
+	w.step(time.Second)
+	if w.jobs[MigrationJobName("rs-a", "2", 2)] == nil {
+		t.Fatalf("attempt 2 did not start once attempt 1's pods were gone; log:\n%s", strings.Join(w.log, "\n"))
+	}
+}
+
+// hasAction reports whether plan has an action of kind on the Job named job.
+func hasAction(plan Plan, kind ActionKind, job string) bool {
+	for _, a := range plan.Actions {
+		if a.Kind == kind && a.Job != nil && a.Job.Name == job {
+			return true
+		}
+	}
+	return false
+}

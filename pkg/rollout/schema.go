@@ -192,8 +192,9 @@ func (p *planner) schemaGate() bool {
 		p.migrationQueued(latest)
 	case !ended:
 		p.markResumed(latest)
-		p.schemaCondition(metav1.ConditionFalse, routingv1alpha1.ReasonMigrating, p.migratingMessage(latest.job.Name, latest.attempt, p.causeOf(latest)))
+		p.schemaCondition(metav1.ConditionFalse, routingv1alpha1.ReasonMigrating, p.migratingMessage(latest.job.Name, latest.attempt, p.causeOf(latest)+p.runningFor(latest.job, latest.attempt)))
 		p.requeueAt(deadlineAt(latest.job, p.now))
+		p.requeueAt(p.nextElapsedStep(latest.job))
 	case readingOf(p.readings, latest) != nil && readingOf(p.readings, latest).pending:
 		p.schemaCondition(metav1.ConditionFalse, routingv1alpha1.ReasonMigrating, p.migratingMessage(latest.job.Name, latest.attempt, ": "+readingOf(p.readings, latest).invalid))
 		p.requeueAt(p.now.Add(2 * time.Second))
@@ -355,8 +356,10 @@ func (p *planner) startMigration(attempt int32, note string, started func(name s
 	started(job.Name)
 	st.MigrationJob, st.Attempt, st.Cause = job.Name, attempt, ""
 	st.StartTime, st.CompletionTime = &metav1.Time{Time: p.now}, nil
-	p.schemaCondition(metav1.ConditionFalse, routingv1alpha1.ReasonMigrating, p.migratingMessage(job.Name, attempt, ""))
-	p.requeueAt(p.now.Add(time.Duration(migrationDeadlineSeconds(p.rsvc))*time.Second + migrationGrace))
+	deadline := p.now.Add(time.Duration(migrationDeadlineSeconds(p.rsvc))*time.Second + migrationGrace)
+	p.schemaCondition(metav1.ConditionFalse, routingv1alpha1.ReasonMigrating, p.migratingMessage(job.Name, attempt, p.runningSince(p.now, deadline, attempt)))
+	p.requeueAt(deadline)
+	p.requeueAt(p.now.Add(10 * time.Second)) // the elapsed time's first step
 }
 
 // waitForMigration reports that the required version waits for other, a running migration Job of

@@ -326,7 +326,7 @@ func (a *Agent) ContainerPID(namespace, podName, container string) int {
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	for i, c := range p.obj.Spec.Containers {
+	for i, c := range p.specs {
 		if c.Name == container && p.procs[i] != nil {
 			return p.procs[i].pid()
 		}

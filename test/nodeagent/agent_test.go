@@ -515,3 +515,67 @@ func TestEndpointSlicesRefuseLoopbackAddresses(t *testing.T) {
 		}
 	}
 }
+
+// Init containers run first, in order; a native sidecar (an init container with restartPolicy
+// Always) starts before the containers and keeps running beside them; once the containers have
+// exited, the agent stops the sidecar as the kubelet does, the pod succeeds and the Job
+// completes. A plain second container that never exits keeps the pod running instead.
+func TestNativeSidecarStopsWhenTheContainersExit(t *testing.T) {
+	t.Parallel()
+	ns := namespace(t)
+	proxy := serverContainer("proxy")
+	proxy.ReadinessProbe = nil
+	proxy.RestartPolicy = new(corev1.ContainerRestartPolicyAlways)
+	pod := processPod("", regions[0], exitContainer("migrate", "--after=1500ms", "--message=done"))
+	pod.Spec.InitContainers = []corev1.Container{exitContainer("setup", "--after=200ms"), proxy}
+	pod.Spec.RestartPolicy = corev1.RestartPolicyNever
+	job := &batchv1.Job{
+		ObjectMeta: metav1.ObjectMeta{Name: "migrate"},
+		Spec: batchv1.JobSpec{
+			BackoffLimit: new(int32),
+			Template:     corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"job": "migrate"}}, Spec: pod.Spec},
+		},
+	}
+	if _, err := client.BatchV1().Jobs(ns).Create(bg, job, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 30*time.Second, func() string {
+		j, err := client.BatchV1().Jobs(ns).Get(bg, "migrate", metav1.GetOptions{})
+		if err != nil {
+			return err.Error()
+		}
+		for _, c := range j.Status.Conditions {
+			if c.Type == batchv1.JobComplete && c.Status == corev1.ConditionTrue {
+				return ""
+			}
+		}
+		return fmt.Sprintf("job not complete: %+v", j.Status)
+	})
+	pods, err := client.CoreV1().Pods(ns).List(bg, metav1.ListOptions{LabelSelector: "job=migrate"})
+	if err != nil || len(pods.Items) != 1 {
+		t.Fatalf("job pods: %v %d", err, len(pods.Items))
+	}
+	p := pods.Items[0]
+	if p.Status.Phase != corev1.PodSucceeded || len(p.Status.InitContainerStatuses) != 2 || len(p.Status.ContainerStatuses) != 1 {
+		t.Fatalf("pod %s, %d init and %d container statuses", p.Status.Phase, len(p.Status.InitContainerStatuses), len(p.Status.ContainerStatuses))
+	}
+	setup, side, main := p.Status.InitContainerStatuses[0].State.Terminated, p.Status.InitContainerStatuses[1].State.Terminated, p.Status.ContainerStatuses[0].State.Terminated
+	if setup == nil || setup.ExitCode != 0 || main == nil || main.ExitCode != 0 || main.Message != "done" || side == nil {
+		t.Fatalf("setup %+v, proxy %+v, migrate %+v", setup, side, main)
+	}
+	if side.StartedAt.After(main.StartedAt.Time) || side.FinishedAt.Before(&main.FinishedAt) || !setup.FinishedAt.Time.Add(time.Second).After(main.StartedAt.Time) {
+		t.Fatalf("order: setup %s–%s, proxy %s–%s, migrate %s–%s", setup.StartedAt, setup.FinishedAt, side.StartedAt, side.FinishedAt, main.StartedAt, main.FinishedAt)
+	}
+
+	// The same proxy as a plain second container: the pod keeps running after migrate exits.
+	plain := processPod("plain", regions[0], exitContainer("migrate", "--after=200ms"), serverContainer("proxy"))
+	plain.Spec.RestartPolicy = corev1.RestartPolicyNever
+	createPod(t, ns, plain)
+	waitPod(t, ns, "plain", 30*time.Second, "migrate exited, proxy running", func(p *corev1.Pod) bool {
+		return len(p.Status.ContainerStatuses) == 2 && p.Status.ContainerStatuses[0].State.Terminated != nil && p.Status.ContainerStatuses[1].State.Running != nil
+	})
+	time.Sleep(2 * time.Second)
+	if got, err := client.CoreV1().Pods(ns).Get(bg, "plain", metav1.GetOptions{}); err != nil || got.Status.Phase != corev1.PodRunning {
+		t.Fatalf("plain sidecar pod: %v %v; want Running", err, got.Status.Phase)
+	}
+}

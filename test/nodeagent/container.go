@@ -18,9 +18,9 @@ import (
 // (CreateContainerConfigError), the process, its probes, its exit, and restarts with back-off.
 func (p *pod) runContainer(i int) {
 	defer p.running.Done()
-	c := p.obj.Spec.Containers[i].DeepCopy() // containers are immutable but for image, which is ignored
+	c := p.specs[i].DeepCopy() // containers are immutable but for image, which is ignored
 	pulls, backoffs, restarts := 0, 0, 0
-	for !p.stopping() {
+	for !p.stopping() && !p.sidecarsStopping(i) {
 		exe, ok := p.prov.a.image(c.Image)
 		if !ok {
 			p.setWaiting(i, "ErrImagePull", fmt.Sprintf("image %q is not in the node agent's image table (nodeagent.Options.Images)", c.Image))
@@ -68,7 +68,7 @@ func (p *pod) runContainer(i int) {
 				backoffs = 0
 			}
 		}
-		if p.stopping() || !p.restarts(p.lastExitCode(i)) {
+		if p.stopping() || p.sidecarsStopping(i) || !p.restarts(i, p.lastExitCode(i)) {
 			return
 		}
 		restarts++
@@ -124,8 +124,16 @@ func (p *pod) startContainer(i int, c *corev1.Container, exe Executable, run int
 	return proc, nil
 }
 
-// restarts reports whether a container that exited with code restarts under the pod's policy.
-func (p *pod) restarts(code int32) bool {
+// restarts reports whether container i, which exited with code, restarts: a native sidecar
+// always, a regular init container on failure unless the pod's policy is Never, any other under
+// the pod's policy.
+func (p *pod) restarts(i int, code int32) bool {
+	switch {
+	case p.sidecar(i):
+		return true
+	case i < p.nInit:
+		return code != 0 && p.obj.Spec.RestartPolicy != corev1.RestartPolicyNever
+	}
 	switch p.obj.Spec.RestartPolicy {
 	case corev1.RestartPolicyNever:
 		return false

@@ -34,7 +34,7 @@ func (p *pod) terminationMessage(c *corev1.Container, run int, exitCode int32) s
 	if len(msg) == 0 && c.TerminationMessagePolicy == corev1.TerminationMessageFallbackToLogsOnError && exitCode != 0 {
 		msg = tailLines(logFile(dir, run), maxTerminationMessageLines, maxTerminationMessageLogs)
 	}
-	if limit := maxPodTerminationMessageSize / max(len(p.obj.Spec.Containers), 1); len(msg) > limit {
+	if limit := maxPodTerminationMessageSize / max(len(p.specs), 1); len(msg) > limit {
 		msg = msg[:limit]
 	}
 	return string(msg)
@@ -76,7 +76,7 @@ func tailLines(path string, lines int, maxBytes int64) []byte {
 func (p *pod) containerLogPath(container string, previous bool) (string, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	for i, c := range p.obj.Spec.Containers {
+	for i, c := range p.specs {
 		if c.Name != container {
 			continue
 		}

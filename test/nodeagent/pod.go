@@ -22,9 +22,13 @@ type pod struct {
 	dir   string
 	ip    string
 
-	mu       sync.Mutex
-	ref      *corev1.ObjectReference // what events are about
-	obj      *corev1.Pod             // as created, with metadata from UpdatePod; Status is not kept here
+	mu  sync.Mutex
+	ref *corev1.ObjectReference // what events are about
+	obj *corev1.Pod             // as created, with metadata from UpdatePod; Status is not kept here
+	// specs are the pod's init containers, then its containers: index i < nInit is an init
+	// container. statuses, procs and logIndex follow the same order.
+	specs    []corev1.Container
+	nInit    int
 	statuses []corev1.ContainerStatus
 	procs    []*process // each container's current process, nil between runs
 	logIndex []int      // each container's current run (its log file's number)
@@ -34,16 +38,23 @@ type pod struct {
 	grace    time.Duration // the grace period deletion asked for
 	finished bool          // deleting and every container has stopped: the phase is final
 
-	stop    chan struct{} // closed when deletion begins: no more starts or restarts
-	running sync.WaitGroup
-	changed chan struct{}
-	quit    chan struct{} // ends the notifier
-	removed chan struct{} // closed once terminate has finished
+	stop chan struct{} // closed when deletion begins: no more starts or restarts
+	// mainsDone is closed once every regular container has stopped for good: native sidecars
+	// (init containers with restartPolicy Always) are then stopped, as the kubelet does.
+	mainsDone chan struct{}
+	// initFailed is set when a regular init container failed for good: no container starts.
+	initFailed bool
+	running    sync.WaitGroup
+	changed    chan struct{}
+	quit       chan struct{} // ends the notifier
+	removed    chan struct{} // closed once terminate has finished
 }
 
 func newPod(prov *provider, obj *corev1.Pod, ip string) (*pod, error) {
-	n := len(obj.Spec.Containers)
+	specs := append(append([]corev1.Container(nil), obj.Spec.InitContainers...), obj.Spec.Containers...)
+	n := len(specs)
 	p := &pod{
+		specs: specs, nInit: len(obj.Spec.InitContainers), mainsDone: make(chan struct{}),
 		prov: prov, key: obj.Namespace + "/" + obj.Name, owner: obj.Namespace + "/" + obj.Name + "/" + string(obj.UID),
 		dir: filepath.Join(prov.a.stateDir, "pods", fmt.Sprintf("%s_%s_%s", obj.Namespace, obj.Name, obj.UID)),
 		ip:  ip, obj: obj.DeepCopy(),
@@ -55,25 +66,65 @@ func newPod(prov *provider, obj *corev1.Pod, ip string) (*pod, error) {
 	for _, c := range obj.Status.Conditions {
 		p.conds[c.Type] = c
 	}
-	for i, c := range obj.Spec.Containers {
+	for i, c := range specs {
 		if err := os.MkdirAll(filepath.Join(p.dir, c.Name), 0o700); err != nil {
 			return nil, err
 		}
+		waiting := "ContainerCreating"
+		if i < p.nInit || len(obj.Spec.InitContainers) > 0 {
+			waiting = "PodInitializing"
+		}
 		p.statuses[i] = corev1.ContainerStatus{
 			Name: c.Name, Image: c.Image, Started: new(bool),
-			State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "ContainerCreating"}},
+			State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: waiting}},
 		}
 	}
 	return p, nil
 }
 
-// start launches the containers and the notifier.
+// start launches the containers and the notifier: the init containers first, in order (a regular
+// one must exit 0 before the next starts; a native sidecar, restartPolicy Always, must have
+// started), then the containers. Once every container has stopped for good, the sidecars are
+// stopped (SIGTERM, then SIGKILL after the grace period), as the kubelet does.
 func (p *pod) start() {
 	go p.notifier()
-	for i := range p.obj.Spec.Containers {
-		p.running.Add(1)
-		go p.runContainer(i)
-	}
+	p.running.Add(1) // the sequence below
+	go func() {
+		defer p.running.Done()
+		for i := 0; i < p.nInit; i++ {
+			done := make(chan struct{})
+			p.running.Add(1)
+			go func() { defer close(done); p.runContainer(i) }()
+			if p.sidecar(i) {
+				if !p.waitStarted(i, done) {
+					return
+				}
+				continue
+			}
+			<-done
+			if p.stopping() {
+				return
+			}
+			if p.lastExitCode(i) != 0 {
+				p.mu.Lock()
+				p.initFailed = true
+				p.mu.Unlock()
+				p.notify()
+				close(p.mainsDone)
+				return
+			}
+		}
+		var mains sync.WaitGroup
+		for i := p.nInit; i < len(p.specs); i++ {
+			p.running.Add(1)
+			mains.Add(1)
+			go func() { defer mains.Done(); p.runContainer(i) }()
+		}
+		p.notify()
+		mains.Wait()
+		close(p.mainsDone)
+		p.stopSidecars()
+	}()
 	p.notify()
 	go func() {
 		// Every container has stopped for good without a deletion: the pod is Succeeded or
@@ -86,6 +137,65 @@ func (p *pod) start() {
 			p.prov.a.ips.release(p.ip, p.owner)
 		}
 	}()
+}
+
+// sidecar reports whether container i is a native sidecar: an init container with
+// restartPolicy Always.
+func (p *pod) sidecar(i int) bool {
+	return i < p.nInit && p.specs[i].RestartPolicy != nil && *p.specs[i].RestartPolicy == corev1.ContainerRestartPolicyAlways
+}
+
+// waitStarted waits until sidecar i has started (its startup probe passed, if any); false when
+// the pod is deleted first.
+func (p *pod) waitStarted(i int, done <-chan struct{}) bool {
+	for {
+		p.mu.Lock()
+		started := *p.statuses[i].Started
+		p.mu.Unlock()
+		if started {
+			return true
+		}
+		select {
+		case <-p.stop:
+			return false
+		case <-done:
+			return false
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+// stopSidecars ends the native sidecars once the containers have stopped: SIGTERM, then SIGKILL
+// after the pod's grace period. They are not restarted (runContainer sees mainsDone).
+func (p *pod) stopSidecars() {
+	p.mu.Lock()
+	var procs []*process
+	for i := 0; i < p.nInit; i++ {
+		if p.sidecar(i) && p.procs[i] != nil {
+			procs = append(procs, p.procs[i])
+		}
+	}
+	grace := podGrace(p.obj)
+	p.mu.Unlock()
+	var wg sync.WaitGroup
+	for _, proc := range procs {
+		wg.Add(1)
+		go func() { defer wg.Done(); proc.terminate(grace) }()
+	}
+	wg.Wait()
+}
+
+// sidecarsStopping reports whether container i is a sidecar whose pod's containers are done.
+func (p *pod) sidecarsStopping(i int) bool {
+	if !p.sidecar(i) {
+		return false
+	}
+	select {
+	case <-p.mainsDone:
+		return true
+	default:
+		return false
+	}
 }
 
 // notify marks the status changed; the notifier pushes the latest status.

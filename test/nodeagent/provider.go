@@ -32,8 +32,8 @@ func newProvider(a *Agent, nodeName string, recorder record.EventRecorder) *prov
 
 // CreatePod starts a pod's containers, each as a process on the pod's own loopback address.
 func (prov *provider) CreatePod(_ context.Context, obj *corev1.Pod) error {
-	if len(obj.Spec.InitContainers) > 0 || len(obj.Spec.EphemeralContainers) > 0 {
-		return errdefs.InvalidInput("init and ephemeral containers are not supported by the node agent")
+	if len(obj.Spec.EphemeralContainers) > 0 {
+		return errdefs.InvalidInput("ephemeral containers are not supported by the node agent")
 	}
 	key := obj.Namespace + "/" + obj.Name
 	prov.mu.Lock()

@@ -14,20 +14,27 @@ func (p *pod) statusLocked() corev1.PodStatus {
 		Phase:  p.phaseLocked(),
 		HostIP: hostIP, HostIPs: []corev1.HostIP{{IP: hostIP}},
 		PodIP: p.ip, PodIPs: []corev1.PodIP{{IP: p.ip}},
-		StartTime:         &p.started,
-		QOSClass:          p.obj.Status.QOSClass,
-		ContainerStatuses: make([]corev1.ContainerStatus, len(p.statuses)),
+		StartTime: &p.started,
+		QOSClass:  p.obj.Status.QOSClass,
 	}
 	for i := range p.statuses {
-		p.statuses[i].DeepCopyInto(&st.ContainerStatuses[i])
+		s := *p.statuses[i].DeepCopy()
+		if i < p.nInit {
+			st.InitContainerStatuses = append(st.InitContainerStatuses, s)
+		} else {
+			st.ContainerStatuses = append(st.ContainerStatuses, s)
+		}
 	}
 	terminal := st.Phase == corev1.PodSucceeded || st.Phase == corev1.PodFailed
 	var unready []string
-	for _, s := range p.statuses {
-		if !s.Ready {
+	for i, s := range p.statuses {
+		// Regular init containers have finished by the time the pod can be ready; native
+		// sidecars count, as the kubelet counts them.
+		if !s.Ready && (i >= p.nInit || p.sidecar(i)) {
 			unready = append(unready, s.Name)
 		}
 	}
+	initialized := p.initializedLocked()
 	ready := corev1.PodCondition{Status: corev1.ConditionTrue}
 	switch {
 	case terminal:
@@ -41,7 +48,11 @@ func (p *pod) statusLocked() corev1.PodStatus {
 		sandbox = corev1.ConditionFalse
 	}
 	p.setCondition(corev1.PodCondition{Type: corev1.PodReadyToStartContainers, Status: sandbox})
-	p.setCondition(corev1.PodCondition{Type: corev1.PodInitialized, Status: corev1.ConditionTrue})
+	if initialized {
+		p.setCondition(corev1.PodCondition{Type: corev1.PodInitialized, Status: corev1.ConditionTrue})
+	} else {
+		p.setCondition(corev1.PodCondition{Type: corev1.PodInitialized, Status: corev1.ConditionFalse, Reason: "ContainersNotInitialized"})
+	}
 	ready.Type = corev1.ContainersReady
 	p.setCondition(ready)
 	ready.Type = corev1.PodReady
@@ -76,12 +87,40 @@ func (p *pod) setCondition(c corev1.PodCondition) {
 	p.conds[c.Type] = c
 }
 
-// phaseLocked follows the kubelet's getPhase: Pending while a container has not run yet, Running
-// while one runs or will restart, then Succeeded or Failed under the restart policy. A deleted
-// pod whose containers have all stopped is Succeeded only if every one of them exited 0.
+// initializedLocked reports whether every init container has done its part: a regular one
+// exited 0, a native sidecar has started (or has run and stopped since). p.mu must be held.
+func (p *pod) initializedLocked() bool {
+	for i := 0; i < p.nInit; i++ {
+		s := p.statuses[i]
+		switch {
+		case p.sidecar(i):
+			if !*s.Started && s.State.Terminated == nil && s.LastTerminationState.Terminated == nil {
+				return false
+			}
+		case s.State.Terminated == nil || s.State.Terminated.ExitCode != 0:
+			return false
+		}
+	}
+	return true
+}
+
+// phaseLocked follows the kubelet's getPhase: Pending while the init containers have not done
+// their part or a container has not run yet, Running while one runs or will restart, then
+// Succeeded or Failed under the restart policy. Only the regular containers decide the end:
+// native sidecars are stopped once they have ended, whatever their exit code. A deleted pod whose
+// containers have all stopped is Succeeded only if every one of them exited 0.
 func (p *pod) phaseLocked() corev1.PodPhase {
+	if p.initFailed {
+		return corev1.PodFailed
+	}
+	if !p.initializedLocked() {
+		if p.finished {
+			return corev1.PodFailed
+		}
+		return corev1.PodPending
+	}
 	var running, waiting, stopped, succeeded int
-	for _, s := range p.statuses {
+	for _, s := range p.statuses[p.nInit:] {
 		switch {
 		case s.State.Running != nil:
 			running++
@@ -110,6 +149,11 @@ func (p *pod) phaseLocked() corev1.PodPhase {
 		return corev1.PodPending
 	case running > 0:
 		return corev1.PodRunning
+	}
+	for i := 0; i < p.nInit; i++ {
+		if p.statuses[i].State.Running != nil {
+			return corev1.PodRunning // a sidecar the kubelet is still stopping
+		}
 	}
 	switch p.obj.Spec.RestartPolicy {
 	case corev1.RestartPolicyNever:

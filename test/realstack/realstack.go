@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"time"
 
@@ -36,6 +37,9 @@ const (
 	// runs the router's own migrate under `schemagate-schema run`, and the check Job runs
 	// `schemagate-schema report`, both for golang-migrate's table (issue 10).
 	SchemaImage = "schemagate.local/schemagate-schema:dev"
+	// ProxyImage stands for a sidecar that never exits on its own (a service mesh's injected
+	// proxy): `sleep infinity`, until it is sent SIGTERM.
+	ProxyImage = "schemagate.local/proxy:1"
 )
 
 // migrateArgs is `schemagate-schema run --tool golang-migrate -- edge-router migrate <args>`.
@@ -152,6 +156,9 @@ func StartAgentIn(ctx context.Context, cfg *rest.Config, podCIDR, routerBinary, 
 		return nil, fmt.Errorf("the migration and check Jobs run %s: %w (go build -o %s ./cmd/schemagate-schema)", schema, err, schema)
 	}
 	images[SchemaImage] = nodeagent.Executable{Path: schema, Env: []string{"PATH=" + dir + ":/usr/local/bin:/usr/bin:/bin"}}
+	if sleep, err := exec.LookPath("sleep"); err == nil {
+		images[ProxyImage] = nodeagent.Executable{Path: sleep, Args: []string{"infinity"}}
+	}
 	var nodes []nodeagent.NodeSpec
 	for _, r := range Regions {
 		nodes = append(nodes, nodeagent.NodeSpec{

@@ -57,6 +57,20 @@ type Totals struct {
 	Revisions map[string]int
 	// NotFoundBy counts the 404s by who answered them (X-Revision).
 	NotFoundBy map[string]int
+	// Latencies are the times of the requests that got an answer (any status), in order.
+	Latencies []time.Duration
+}
+
+// Latency is the q-quantile (0 < q ≤ 1) of the answered requests' times, nearest rank; 0 with
+// none.
+func (t Totals) Latency(q float64) time.Duration {
+	if len(t.Latencies) == 0 {
+		return 0
+	}
+	sorted := append([]time.Duration(nil), t.Latencies...)
+	sort.Slice(sorted, func(i, j int) bool { return sorted[i] < sorted[j] })
+	rank := int(q*float64(len(sorted))+0.999999) - 1
+	return sorted[min(max(rank, 0), len(sorted)-1)]
 }
 
 // Errors are the answers that are neither 200 nor 404.
@@ -144,6 +158,7 @@ func (g *Generator) Snapshot() map[string]Totals {
 	for r, t := range g.totals {
 		c := *t
 		c.Revisions, c.NotFoundBy = maps.Clone(t.Revisions), maps.Clone(t.NotFoundBy)
+		c.Latencies = append([]time.Duration(nil), t.Latencies...)
 		out[r] = c
 	}
 	return out
@@ -173,11 +188,12 @@ func (g *Generator) region(ctx context.Context, region string) {
 		inflight.Add(1)
 		go func(n int) {
 			defer inflight.Done()
+			began := time.Now()
 			code, rev := g.send(ctx, region, domain, n)
 			if ctx.Err() != nil && code == 0 {
 				return // the run ended, not the backend
 			}
-			g.record(region, code, rev)
+			g.record(region, code, rev, time.Since(began))
 		}(n)
 	}
 }
@@ -206,7 +222,7 @@ func (g *Generator) send(ctx context.Context, region, domain string, n int) (int
 	return resp.StatusCode, resp.Header.Get("X-Revision")
 }
 
-func (g *Generator) record(region string, code int, rev string) {
+func (g *Generator) record(region string, code int, rev string, took time.Duration) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	now := time.Now()
@@ -218,6 +234,9 @@ func (g *Generator) record(region string, code int, rev string) {
 		g.seconds[region][sec] = s
 	}
 	t.Requests++
+	if code != 0 {
+		t.Latencies = append(t.Latencies, took)
+	}
 	switch {
 	case code == http.StatusOK:
 		t.OK++
@@ -275,5 +294,16 @@ func (r Report) Table(w io.Writer, scenario string) {
 		}
 		sort.Strings(revs)
 		fmt.Fprintf(w, "| %s | %s | %d | %d | %d | %d | %.1f | %v |\n", scenario, region, t.Requests, t.OK, t.NotFound, t.Errors(), t.MaxGap.Seconds(), revs)
+	}
+}
+
+// LatencyTable writes one row per region with requests, p50 and p99 latency of the answered
+// requests, and errors (neither 200 nor 404).
+func (r Report) LatencyTable(w io.Writer, scenario string) {
+	fmt.Fprintf(w, "| scenario | region | requests | p50 ms | p99 ms | 404 | errors |\n|---|---|---|---|---|---|---|\n")
+	for _, region := range r.Regions {
+		t := r.Totals[region]
+		fmt.Fprintf(w, "| %s | %s | %d | %.1f | %.1f | %d | %d |\n", scenario, region, t.Requests,
+			float64(t.Latency(0.5).Microseconds())/1000, float64(t.Latency(0.99).Microseconds())/1000, t.NotFound, t.Errors())
 	}
 }

@@ -121,3 +121,40 @@ func TestCachedKeepsTheLastAnswerOnErrors(t *testing.T) {
 		t.Fatalf("%d lookups, want 3", calls)
 	}
 }
+
+// Latency is the nearest-rank quantile of the answered requests: a slow backend shows in p99,
+// not p50, and the latency table prints both.
+func TestLatencyQuantiles(t *testing.T) {
+	var tot Totals
+	for i := 1; i <= 100; i++ {
+		tot.Latencies = append(tot.Latencies, time.Duration(101-i)*time.Millisecond)
+	}
+	if p50, p99, p100 := tot.Latency(0.5), tot.Latency(0.99), tot.Latency(1); p50 != 50*time.Millisecond || p99 != 99*time.Millisecond || p100 != 100*time.Millisecond {
+		t.Fatalf("p50 %s, p99 %s, p100 %s; want 50ms, 99ms, 100ms", p50, p99, p100)
+	}
+	if (Totals{}).Latency(0.5) != 0 {
+		t.Fatal("no answers: want 0")
+	}
+	var slow atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if slow.Add(1)%10 == 0 {
+			time.Sleep(150 * time.Millisecond)
+		}
+	}))
+	defer srv.Close()
+	g := Start(context.Background(), Options{Regions: []string{"us-east"}, Rate: 50,
+		Backends: func(context.Context, string) ([]string, error) {
+			return []string{strings.TrimPrefix(srv.URL, "http://")}, nil
+		}})
+	time.Sleep(time.Second)
+	rep := g.Stop()
+	e := rep.Totals["us-east"]
+	if len(e.Latencies) != e.Requests || e.Latency(0.5) > 100*time.Millisecond || e.Latency(0.99) < 150*time.Millisecond {
+		t.Fatalf("%d latencies for %d requests, p50 %s, p99 %s", len(e.Latencies), e.Requests, e.Latency(0.5), e.Latency(0.99))
+	}
+	var buf bytes.Buffer
+	rep.LatencyTable(&buf, "slow")
+	if !strings.Contains(buf.String(), "| slow | us-east |") || !strings.Contains(buf.String(), "p99 ms") {
+		t.Fatalf("table:\n%s", buf.String())
+	}
+}
