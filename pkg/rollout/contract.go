@@ -307,8 +307,9 @@ func (p *planner) contractShardsWait(version string) (string, string) {
 			return wait("shard %s: %s", shard.Name, p.mismatch[shard.Name])
 		case ss.StepRevision != p.update || ss.Step != routingv1alpha1.ShardStepPromoted:
 			return wait("shard %s is not promoted to revision %s yet (step %s)", shard.Name, p.update, ss.Step)
-		case !set.complete(p.update, shard.Replicas):
-			return wait("shard %s is promoted but not served by revision %s alone, fully available", shard.Name, p.update)
+		case shard.Replicas > 0 && (rs == nil || replicasOf(rs) != shard.Replicas || rs.Status.ObservedGeneration < rs.Generation || rs.Status.AvailableReplicas < shard.Replicas):
+			// Pods of other revisions are olderPods' concern.
+			return wait("shard %s is promoted but revision %s does not have all %d replicas available", shard.Name, p.update, shard.Replicas)
 		case rs != nil && !p.contractRangeOK(rs, version):
 			lo, hi := p.recordedRange(rs)
 			return wait("revision %s (shard %s) runs on schema [%s, %s], which does not contain %s", p.update, shard.Name, lo, orUnbounded(hi), version)
