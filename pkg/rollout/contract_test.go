@@ -34,7 +34,9 @@ func expanded(t *testing.T, contractImage string) *world {
 	w := steady(t)
 	w.rsvc.Spec.Schema.Contract = contractSpec("3", contractImage, 60)
 	w.update("app:v2", "2", "migrate:ok")
-	w.run(300, func() bool { return w.rsvc.Status.StableRevision == w.rsvc.Status.UpdateRevision && w.isTrue(routingv1alpha1.ConditionReady) })
+	w.run(300, func() bool {
+		return w.rsvc.Status.StableRevision == w.rsvc.Status.UpdateRevision && w.isTrue(routingv1alpha1.ConditionReady)
+	})
 	return w
 }
 
