@@ -75,7 +75,6 @@ const (
 	EventContractFailed   = routingv1alpha1.ReasonContractFailed     // the contract Job failed or did not confirm
 	EventContractComplete = routingv1alpha1.ReasonContractComplete   // the database reports contract.version
 	EventApprovalIgnored  = "ContractApprovalIgnored"                // an approval with no contract that needs one
-	EventContractWaits    = routingv1alpha1.ReasonWaitingForContract // an expand waits for a pending contract
 )
 
 // ContractJobName is <routingservice>-contract-<hash of version>-<attempt>, at most 63 characters
