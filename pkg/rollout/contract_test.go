@@ -430,3 +430,23 @@ func TestNoContractNoCondition(t *testing.T) {
 		t.Fatalf("phase %q while migrating", p)
 	}
 }
+
+// An orphaned contract Job of this RoutingService's name (an orphan delete and re-create) is
+// adopted as history, like migration Jobs: it goes with the RoutingService and is never evidence.
+func TestOrphanedContractJobIsAdoptedAsHistory(t *testing.T) {
+	rsvc := fixture()
+	rsvc.Spec.Schema.Contract = contractSpec("3", "contract:ok", 60)
+	orphan := NewContractJob(rsvc, "3", 1)
+	orphan.OwnerReferences = nil
+	plan := Compute(Observed{RoutingService: rsvc, Jobs: []*batchv1.Job{orphan}, Now: time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)})
+	adopted := false
+	for _, a := range plan.Actions {
+		adopted = adopted || (a.Kind == AdoptJob && a.Job.Name == orphan.Name)
+	}
+	if !adopted {
+		t.Fatalf("orphaned contract Job not adopted: %v", plan.Actions)
+	}
+	if c := contractReadyOf(plan); c == nil || c.Reason == routingv1alpha1.ReasonContractComplete {
+		t.Fatalf("an adopted Job counted as evidence: ContractReady %+v", c)
+	}
+}
