@@ -655,6 +655,28 @@ func (p *planner) recordedRange(rs *appsv1.ReplicaSet) (lo, hi string) {
 	return lo, hi
 }
 
+// contractFloor is, for rollback safety, the highest version a contract of this RoutingService
+// may have brought the database to ("" when none): a contract Job that runs, or that succeeded
+// unless its own report says the database stayed below its version. A contract whose report is
+// gone counts: the database may be contracted, and believing so only refuses a rollback. The
+// rollback gate reads it with the reported version, so a lost report never makes a revision
+// whose range ends below a contract look safe again.
+func (p *planner) contractFloor() string {
+	floor := ""
+	for i := range p.contracts {
+		oj := &p.contracts[i]
+		own := readingOf(p.readings, oj)
+		counts := live(oj.job) && !ptr.Deref(oj.job.Spec.Suspend, false)
+		if jobCondition(oj.job, batchv1.JobComplete) != nil {
+			counts = own == nil || !own.usable() || own.confirms(oj.version) || own.dirty
+		}
+		if counts && (floor == "" || schemaversion.AtLeast(oj.version, floor)) {
+			floor = oj.version
+		}
+	}
+	return floor
+}
+
 // contractHoldsExpand says why a migration to required must wait for a contract ("" when it need
 // not): a contract Job of this RoutingService still runs (never two migrations at once), or a
 // contract Job ended without the database reporting its version and the update revision's range

@@ -450,3 +450,38 @@ func TestOrphanedContractJobIsAdoptedAsHistory(t *testing.T) {
 		t.Fatalf("an adopted Job counted as evidence: ContractReady %+v", c)
 	}
 }
+
+// contractFloor, for the rollback gate: a contract that runs or ran counts, one whose report is
+// gone too; one whose report says it did nothing does not.
+func TestContractFloor(t *testing.T) {
+	for _, tc := range []struct {
+		image  string
+		change func(w *world)
+		want   string
+	}{
+		{"contract:ok", nil, "3"},
+		{"contract:hang", nil, "3"},
+		{"contract:noop", nil, ""},
+		{"contract:fail", nil, ""},
+		{"contract:ok", func(w *world) {
+			for name, pod := range w.pods {
+				if pod.Labels[LabelComponent] == ComponentContract {
+					delete(w.pods, name)
+				}
+			}
+		}, "3"},
+	} {
+		w := expanded(t, tc.image)
+		w.now = w.lastPromotion().Add(61 * time.Second)
+		w.run(20, func() bool { return len(w.contractJobs()) > 0 })
+		w.tick()
+		if tc.change != nil {
+			tc.change(w)
+		}
+		p := newPlanner(w.observed())
+		p.readings = p.readJobs()
+		if got := p.contractFloor(); got != tc.want {
+			t.Errorf("%s: contractFloor %q, want %q", tc.image, got, tc.want)
+		}
+	}
+}
