@@ -69,12 +69,12 @@ const olderPodsRecheck = 5 * time.Second
 
 // Event reasons of the contract phase.
 const (
-	EventContractWindow   = "ContractWindow"                         // every shard promoted; the rollback window runs
-	EventContractStarted  = "ContractStarted"                        // the contract Job was created
-	EventContractRetried  = "ContractRetried"                        // a failed contract runs again
-	EventContractFailed   = routingv1alpha1.ReasonContractFailed     // the contract Job failed or did not confirm
-	EventContractComplete = routingv1alpha1.ReasonContractComplete   // the database reports contract.version
-	EventApprovalIgnored  = "ContractApprovalIgnored"                // an approval with no contract that needs one
+	EventContractWindow   = "ContractWindow"                       // every shard promoted; the rollback window runs
+	EventContractStarted  = "ContractStarted"                      // the contract Job was created
+	EventContractRetried  = "ContractRetried"                      // a failed contract runs again
+	EventContractFailed   = routingv1alpha1.ReasonContractFailed   // the contract Job failed or did not confirm
+	EventContractComplete = routingv1alpha1.ReasonContractComplete // the database reports contract.version
+	EventApprovalIgnored  = "ContractApprovalIgnored"              // an approval with no contract that needs one
 )
 
 // ContractJobName is <routingservice>-contract-<hash of version>-<attempt>, at most 63 characters

@@ -60,7 +60,9 @@ func TestStoryContractWaitsForTheWindowThenRunsOnce(t *testing.T) {
 	if err := k8s.Status().Update(ctx, rsvc); err != nil {
 		t.Fatal(err)
 	}
-	kit.Update(t, ns, func(r *routingv1alpha1.RoutingService) { r.Annotations = map[string]string{"example.com/restored": "yes"} })
+	kit.Update(t, ns, func(r *routingv1alpha1.RoutingService) {
+		r.Annotations = map[string]string{"example.com/restored": "yes"}
+	})
 	for time.Now().Before(eligible.Add(-time.Second)) {
 		if jobs := contractJobs(); len(jobs) > 0 {
 			t.Fatalf("contract Job %v created at %s, before the window's end %s, after the status was lost", jobs, time.Now(), eligible)
