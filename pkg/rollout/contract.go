@@ -439,8 +439,8 @@ func (p *planner) wasPromoted(shard string) bool {
 	return false
 }
 
-// schemaJobRunning says which migration, check or shard-check Job of this RoutingService may still
-// run ("" when none): one that has not finished and is not suspended, or that still has pods; or a
+// schemaJobRunning says which migration, check, shard-check or (another version's) contract Job
+// of this RoutingService may still run ("" when none): one that has not finished and is not suspended, or that still has pods; or a
 // pod of a migration Job that is gone.
 func (p *planner) schemaJobRunning() string {
 	if pod := p.strayMigrationPod(); pod != nil {
@@ -451,7 +451,8 @@ func (p *planner) schemaJobRunning() string {
 			continue
 		}
 		switch j.Labels[LabelComponent] {
-		case ComponentMigration, ComponentCheck, ComponentShardCheck:
+		case ComponentMigration, ComponentCheck, ComponentShardCheck, ComponentContract:
+			// A contract Job here is another version's (an earlier spec's contract still runs).
 			if live(j) {
 				return fmt.Sprintf("%s Job %s is still running", j.Labels[LabelComponent], j.Name)
 			}
@@ -690,6 +691,11 @@ func (p *planner) contractHoldsExpand(required string) string {
 	}
 	for i := range p.contracts {
 		oj := &p.contracts[i]
+		own := readingOf(p.readings, oj)
+		if jobCondition(oj.job, batchv1.JobComplete) != nil && (own == nil || !own.usable() || own.confirms(oj.version)) {
+			// It ran (its report gone since, or said so): nothing is pending.
+			continue
+		}
 		if ev.confirms(oj.version) || p.rangeCovers(required, oj.version) {
 			continue
 		}

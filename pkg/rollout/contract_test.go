@@ -485,3 +485,34 @@ func TestContractFloor(t *testing.T) {
 		}
 	}
 }
+
+// A contract declared anew while an earlier one still runs waits for it: never two contracts.
+func TestNewContractWaitsForRunningContract(t *testing.T) {
+	w := expanded(t, "contract:hang")
+	w.now = w.lastPromotion().Add(61 * time.Second)
+	w.run(20, func() bool { return len(w.contractJobs()) > 0 })
+	w.rsvc.Spec.Schema.Contract = contractSpec("3.5", "contract:ok", 0)
+	w.rsvc.Generation++
+	for i := 0; i < 5; i++ {
+		w.step(time.Second)
+	}
+	if jobs := w.contractJobs(); len(jobs) != 1 || w.contractReason() != routingv1alpha1.ReasonMigrationRunning {
+		t.Fatalf("contract Jobs %v, ContractReady %q: want only the running one, MigrationRunning", jobs, w.contractReason())
+	}
+}
+
+// A contract that ran is not pending, even once its pods (and report) are gone: the next expand
+// is not held for it.
+func TestExpandAfterAContractWhoseReportIsGone(t *testing.T) {
+	w := contractDue(t)
+	w.run(50, func() bool { return w.contractReason() == routingv1alpha1.ReasonContractComplete })
+	for name, pod := range w.pods {
+		if pod.Labels[LabelComponent] == ComponentContract {
+			delete(w.pods, name)
+		}
+	}
+	w.rsvc.Spec.Schema.Contract = nil
+	w.update("app:v3", "4", "migrate:ok")
+	w.rsvc.Spec.Schema.Compatibility = &routingv1alpha1.SchemaCompatibility{Min: "4", Max: "4"}
+	w.run(20, func() bool { return w.schemaReason() == routingv1alpha1.ReasonSchemaConfirmed })
+}
