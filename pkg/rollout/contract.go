@@ -210,9 +210,10 @@ func (p *planner) contractDecide() contractDecision {
 		return contractDecision{state: contractNone}
 	}
 	d := contractDecision{version: schemaversion.Canonical(c.Version)}
-	if !schemaversion.Valid(d.version) {
-		// The CRD refuses it; a stored object from elsewhere still never runs a Job.
-		d.version = c.Version
+	if len(c.Version) > 63 || !schemaversion.Valid(d.version) {
+		// The CRD refuses it (a version, at most 63 characters: it becomes a label value); a
+		// stored object from elsewhere still never runs a Job.
+		d.version = podText(c.Version, 63)
 		d.state, d.reason = contractWaiting, routingv1alpha1.ReasonWaitingForShards
 		d.message = fmt.Sprintf("spec.schema.contract.version %q is not a version; no contract runs", c.Version)
 		return d

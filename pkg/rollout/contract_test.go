@@ -516,3 +516,18 @@ func TestExpandAfterAContractWhoseReportIsGone(t *testing.T) {
 	w.rsvc.Spec.Schema.Compatibility = &routingv1alpha1.SchemaCompatibility{Min: "4", Max: "4"}
 	w.run(20, func() bool { return w.schemaReason() == routingv1alpha1.ReasonSchemaConfirmed })
 }
+
+// A contract version that is not a version (a stored object the CRD would refuse) runs nothing.
+func TestContractWithInvalidVersionRunsNothing(t *testing.T) {
+	for _, v := range []string{"x", "", "3.", strings.Repeat("9", 300)} {
+		w := contractDue(t)
+		w.rsvc.Spec.Schema.Contract.Version = v
+		plan := Compute(w.observed())
+		if createsContract(plan) {
+			t.Fatalf("version %q: a contract Job was created", v)
+		}
+		if c := contractReadyOf(plan); c == nil || c.Status != metav1.ConditionFalse {
+			t.Fatalf("version %q: ContractReady %+v", v, c)
+		}
+	}
+}
