@@ -164,7 +164,7 @@ func (r *RoutingServiceReconciler) measurer() *measure.Taker {
 // migrationPodOwner maps a migration or check pod to its RoutingService by the schemagate.io/name
 // label (the manager's cache holds only pods schemagate labelled).
 func migrationPodOwner(_ context.Context, o client.Object) []reconcile.Request {
-	if c := o.GetLabels()[rollout.LabelComponent]; (c != rollout.ComponentMigration && c != rollout.ComponentCheck && c != rollout.ComponentShardCheck) || o.GetLabels()[rollout.LabelName] == "" {
+	if c := o.GetLabels()[rollout.LabelComponent]; (c != rollout.ComponentMigration && c != rollout.ComponentCheck && c != rollout.ComponentShardCheck && c != rollout.ComponentContract) || o.GetLabels()[rollout.LabelName] == "" {
 		return nil
 	}
 	return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: o.GetNamespace(), Name: o.GetLabels()[rollout.LabelName]}}}

@@ -42,13 +42,18 @@ func (r *RoutingServiceReconciler) observe(ctx context.Context, rsvc *routingv1a
 	if err := r.List(ctx, &podList, in, selector); err != nil {
 		return rollout.Observed{}, fmt.Errorf("listing pods: %w", err)
 	}
-	o := rollout.Observed{RoutingService: rsvc, Now: r.Clock.Now(), TerminatingPods: map[types.UID]int32{}}
+	o := rollout.Observed{RoutingService: rsvc, Now: r.Clock.Now(), TerminatingPods: map[types.UID]int32{}, RoutingPods: map[types.UID]int32{}}
 	for i := range podList.Items {
 		pod := &podList.Items[i]
 		switch pod.Labels[rollout.LabelComponent] {
 		case rollout.ComponentRouting:
 			countTerminating(o.TerminatingPods, pod)
-		case rollout.ComponentMigration, rollout.ComponentCheck, rollout.ComponentShardCheck:
+			owner := types.UID("")
+			if ref := metav1.GetControllerOf(pod); ref != nil {
+				owner = ref.UID
+			}
+			o.RoutingPods[owner]++
+		case rollout.ComponentMigration, rollout.ComponentCheck, rollout.ComponentShardCheck, rollout.ComponentContract:
 			o.Pods = append(o.Pods, pod)
 		}
 	}

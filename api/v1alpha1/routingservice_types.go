@@ -1017,8 +1017,9 @@ const (
 	// contract ran, the database is ahead), with the versions in its message.
 	ConditionRollbackSafe = "RollbackSafe"
 	// ConditionContractReady is set when spec.schema.contract is set: False with the reason the
-	// contract waits for (WaitingForShards, OlderPodsRemain, RollbackWindow, AwaitingApproval,
-	// MigrationRunning), True once it may run or has run.
+	// contract waits for (WaitingForShards, OlderPodsRemain, RollbackWindow, Paused,
+	// MigrationRunning, AwaitingApproval, in that order) or ContractFailed, True once it may run
+	// (ReadyToRun), runs (Contracting) or has run (ContractComplete).
 	ConditionContractReady = "ContractReady"
 )
 

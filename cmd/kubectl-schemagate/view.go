@@ -326,11 +326,11 @@ func BuildView(r *routingv1alpha1.RoutingService, objs Objects, now time.Time) *
 
 	pods := podsByOwner(objs.Pods)
 	used := map[string]bool{}
-	// Migration and schema check Jobs, oldest first.
+	// Migration, schema check and contract Jobs, oldest first.
 	var shardJobs []batchv1.Job
 	for _, j := range sortedJobs(objs.Jobs) {
 		switch j.Labels[rollout.LabelComponent] {
-		case rollout.ComponentMigration, rollout.ComponentCheck:
+		case rollout.ComponentMigration, rollout.ComponentCheck, rollout.ComponentContract:
 			v.Jobs = append(v.Jobs, jobView(j, pods, used, now))
 		case rollout.ComponentShardCheck:
 			shardJobs = append(shardJobs, j)

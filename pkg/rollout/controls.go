@@ -55,6 +55,8 @@ func (p *planner) controls() []control {
 		{routingv1alpha1.AnnotationAbort, annotationHandledAbort, &p.status.LastHandledAbort, EventAbortIgnored},
 		{routingv1alpha1.AnnotationRetry, annotationHandledRetry, &p.status.LastHandledRetry, EventRetryIgnored},
 		{routingv1alpha1.AnnotationPromote, annotationHandledPromote, &p.status.LastHandledPromote, EventPromoteIgnored},
+		// Recorded on the ReplicaSets only (no status field); contract.go reports it.
+		{routingv1alpha1.AnnotationApproveContract, annotationHandledApproveContract, &p.approveHandled, ""},
 	}
 }
 
@@ -128,6 +130,9 @@ func (p *planner) recoverControls() {
 		for _, r := range hist {
 			if r == controlRecord(token) {
 				*c.handled = token
+				if c.ignored == "" {
+					break
+				}
 				p.event(false, c.ignored, "%s=%q was acted on before (status does not say so, its ReplicaSets do); it does not act again", c.annotation, token)
 				break
 			}

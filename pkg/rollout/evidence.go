@@ -78,7 +78,7 @@ func (r *reading) describe() string {
 func (p *planner) readJobs() []*reading {
 	jobSuccess := p.rsvc.Spec.Schema.EvidenceOrDefault() == routingv1alpha1.SchemaEvidenceJobSuccess
 	var out []*reading
-	for _, list := range [][]ownedJob{p.jobs, p.checks} {
+	for _, list := range [][]ownedJob{p.jobs, p.checks, p.contracts} {
 		for i := range list {
 			oj := &list[i]
 			complete := jobCondition(oj.job, batchv1.JobComplete)

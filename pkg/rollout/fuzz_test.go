@@ -1241,3 +1241,156 @@ func TestFuzzComputeSeedCorpus(t *testing.T) {
 		}
 	}
 }
+
+// FuzzContract: the contract never starts while an older revision could still come back. From a
+// cluster where the contract is due (every shard promoted and baked on v2, no v1 pod, the window
+// over), the input changes ReplicaSets, pods, annotations, status, Jobs and the clock, a pair of
+// bytes per change (fuzzContractChange). Whenever a plan creates the contract Job, checked from
+// the observed objects alone (never from status):
+//   - every shard in the spec has a ReplicaSet of the update revision, this RoutingService's,
+//     asking for and having all its replicas available;
+//   - every other ReplicaSet asks for 0 pods and has none, and no routing pod, terminating or not,
+//     belongs to anything but an update-revision ReplicaSet;
+//   - no promoted-at annotation on an update-revision ReplicaSet is less than the window ago;
+//   - no migration, check or shard-check Job of this RoutingService is live; not paused;
+//
+// and Compute never panics.
+//
+//	go test ./pkg/rollout/ -run '^$' -fuzz '^FuzzContract$' -fuzztime 1m
+func FuzzContract(f *testing.F) {
+	f.Add([]byte(nil))
+	f.Add([]byte{0, 0})
+	f.Add([]byte{1, 3})
+	f.Add([]byte{5, 100, 6, 200})
+	f.Add([]byte{7, 1, 8, 0, 10, 2})
+	f.Add([]byte{2, 4, 3, 5, 4, 1})
+	var once sync.Once
+	var base Observed
+	f.Fuzz(func(t *testing.T, changes []byte) {
+		once.Do(func() {
+			w := contractDue(t)
+			base = w.observed()
+		})
+		o := deepCopyObserved(base)
+		o.TerminatingPods, o.RoutingPods = map[types.UID]int32{}, map[types.UID]int32{}
+		for i := 0; i+1 < len(changes) && i < 32; i += 2 {
+			fuzzContractChange(&o, changes[i], changes[i+1])
+		}
+		plan := Compute(o)
+		for _, a := range plan.Actions {
+			_ = a.String()
+			if a.Kind == CreateJob && a.Job.Labels[LabelComponent] == ComponentContract {
+				if why := contractForbidden(o); why != "" {
+					t.Fatalf("contract Job %s created although %s", a.Job.Name, why)
+				}
+			}
+		}
+	})
+}
+
+// fuzzContractChange applies one change, op choosing what and b how.
+func fuzzContractChange(o *Observed, op, b byte) {
+	rss := o.ReplicaSets
+	rs := rss[int(b)%len(rss)]
+	rsvc := o.RoutingService
+	at := o.Now.Add(time.Duration(int(b)-128) * time.Second)
+	switch op % 14 {
+	case 0:
+		o.TerminatingPods[rs.UID]++
+	case 1:
+		o.RoutingPods[pick(b, []types.UID{rs.UID, "", "other"})]++
+	case 2:
+		rs.Spec.Replicas = ptr.To(int32(b % 4))
+	case 3:
+		rs.Status.Replicas = int32(b % 4)
+	case 4:
+		rs.Status.AvailableReplicas = int32(b % 4)
+	case 5:
+		o.Now = at
+	case 6:
+		if rs.Annotations == nil {
+			rs.Annotations = map[string]string{}
+		}
+		rs.Annotations[annotationPromotedAt] = pick(b/3, []string{at.UTC().Format(time.RFC3339), "junk", "", strings.Repeat("9", 80)})
+	case 7:
+		if n := len(rsvc.Status.Shards); n > 0 {
+			ss := &rsvc.Status.Shards[int(b)%n]
+			ss.Step = pick(b/3, []routingv1alpha1.ShardStep{routingv1alpha1.ShardStepPromoted, routingv1alpha1.ShardStepBaking, routingv1alpha1.ShardStepPending, "Bogus"})
+			ss.StepStartTime = &metav1.Time{Time: at.Add(-time.Hour)}
+		}
+	case 8:
+		rsvc.Status.Schema.Contract = &routingv1alpha1.ContractStatus{Version: "3", EligibleTime: &metav1.Time{Time: at.Add(-time.Hour)}}
+	case 9:
+		o.Jobs = append(o.Jobs, &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("rs-a-x-%d", b), Namespace: "default",
+			Labels:          map[string]string{LabelComponent: pick(b, []string{ComponentShardCheck, ComponentMigration, ComponentCheck}), LabelName: "rs-a"},
+			OwnerReferences: []metav1.OwnerReference{ControllerRef(rsvc)}}, Status: batchv1.JobStatus{Active: int32(b % 2)}})
+	case 10:
+		o.ReplicaSets = append(rss[:int(b)%len(rss):int(b)%len(rss)], rss[int(b)%len(rss)+1:]...)
+		if len(o.ReplicaSets) == 0 {
+			o.ReplicaSets = rss[:1]
+		}
+	case 11:
+		rsvc.Spec.Paused = b%2 == 1
+	case 12:
+		rsvc.Spec.Shards[int(b)%len(rsvc.Spec.Shards)].Replicas = int32(b % 5)
+	case 13:
+		if rs.Annotations == nil {
+			rs.Annotations = map[string]string{}
+		}
+		rs.Annotations[pick(b, []string{annotationSchemaMin, annotationSchemaMax})] = pick(b/2, []string{"2", "3", "4", "x", ""})
+	}
+}
+
+// contractForbidden says why, from the observed objects alone, no contract may start ("" when it
+// may).
+func contractForbidden(o Observed) string {
+	rsvc := o.RoutingService
+	update := Revision(&rsvc.Spec)
+	window := time.Duration(rollbackWindowSeconds(rsvc.Spec.Schema.Contract)) * time.Second
+	if rsvc.Spec.Paused {
+		return "spec.paused is true"
+	}
+	current := map[types.UID]bool{}
+	for _, shard := range rsvc.Spec.Shards {
+		var found *appsv1.ReplicaSet
+		for _, rs := range o.ReplicaSets {
+			if rs.Labels[LabelShard] == shard.Name && rs.Labels[LabelRevision] == update && metav1.IsControlledBy(rs, rsvc) {
+				found = rs
+			}
+		}
+		if found == nil {
+			if shard.Replicas > 0 {
+				return fmt.Sprintf("shard %s has no ReplicaSet of the update revision", shard.Name)
+			}
+			continue
+		}
+		current[found.UID] = true
+		if shard.Replicas > 0 && (replicasOf(found) != shard.Replicas || found.Status.AvailableReplicas < shard.Replicas) {
+			return fmt.Sprintf("shard %s is not fully on the update revision", shard.Name)
+		}
+		if t, ok := promotedAt(found); ok && o.Now.Before(t.Add(window)) {
+			return fmt.Sprintf("shard %s was promoted at %s, less than the window before %s", shard.Name, t, o.Now)
+		}
+	}
+	for _, rs := range o.ReplicaSets {
+		if !current[rs.UID] && (replicasOf(rs) > 0 || rs.Status.Replicas > 0) {
+			return fmt.Sprintf("ReplicaSet %s of another revision has pods", rs.Name)
+		}
+	}
+	for uid, n := range o.TerminatingPods {
+		if n > 0 && !current[uid] {
+			return "a terminating pod of another ReplicaSet exists"
+		}
+	}
+	for uid, n := range o.RoutingPods {
+		if n > 0 && !current[uid] {
+			return "a routing pod of another ReplicaSet exists"
+		}
+	}
+	for _, j := range o.Jobs {
+		if c := j.Labels[LabelComponent]; metav1.IsControlledBy(j, rsvc) && c != ComponentContract && live(j) {
+			return fmt.Sprintf("%s Job %s is live", c, j.Name)
+		}
+	}
+	return ""
+}

@@ -145,6 +145,8 @@ func (p *planner) adoptableJob(j *batchv1.Job) bool {
 		return err == nil && n >= 0 && l[LabelSchemaVersion] != "" && j.Name == MigrationJobName(name, l[LabelSchemaVersion], int32(n))
 	case ComponentCheck:
 		return err == nil && n >= 0 && l[LabelSchemaVersion] != "" && j.Name == CheckJobName(name, l[LabelSchemaVersion], int32(n))
+	case ComponentContract:
+		return err == nil && n >= 0 && l[LabelSchemaVersion] != "" && j.Name == ContractJobName(name, l[LabelSchemaVersion], int32(n))
 	case ComponentShardCheck:
 		// A shard check's attempt is in its own label; a Job of an earlier schemagate has none
 		// (attempt 0, the name without a suffix).

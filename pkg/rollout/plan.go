@@ -39,6 +39,11 @@ type Observed struct {
 	// to tell whether the ReplicaSet controller still has a status write to make (settled.go).
 	// Nil is read as no terminating pods.
 	TerminatingPods map[types.UID]int32
+	// RoutingPods counts every routing pod, terminating or not, by the UID of the ReplicaSet that
+	// controls it ("" for a pod with no controller): the contract starts only when none is left
+	// outside the update revision's ReplicaSets (contract.go). Nil: not counted (the ReplicaSets'
+	// own counts and TerminatingPods still apply).
+	RoutingPods map[types.UID]int32
 }
 
 // MeasurementKey names one measured check of one shard, moment and revision.

@@ -53,9 +53,12 @@ func Compute(o Observed) Plan {
 		p.resize()
 		p.markServed()
 		p.markStable()
+		p.recordPromotions()
 		p.cleanup()
 		p.keepHistory()
 	}
+	// The contract phase (contract.go), once the shard steps are known.
+	p.contract()
 	p.reportRefusals()
 	p.summarize()
 	if p.retry != "" && !p.retryWaiting {
@@ -82,6 +85,11 @@ type planner struct {
 	jobs   []ownedJob
 	// checks are the check Jobs (spec.schema.check) that count as evidence, like jobs.
 	checks []ownedJob
+	// contracts are the contract Jobs (spec.schema.contract) that count as evidence (contract.go).
+	contracts []ownedJob
+	// approval is a new schemagate.io/approve-contract value, not yet used; approveHandled is the
+	// value handled last (recorded on the ReplicaSets only: controls.go).
+	approval, approveHandled string
 	// readings are what the finished migration and check Jobs say about the database, oldest
 	// first (evidence.go).
 	readings  []*reading
@@ -196,6 +204,7 @@ func newPlanner(o Observed) *planner {
 	p.holdRefusedBudgets()
 	p.jobs = ownedJobs(rsvc, o.Jobs, ComponentMigration)
 	p.checks = ownedJobs(rsvc, o.Jobs, ComponentCheck)
+	p.contracts = ownedJobs(rsvc, o.Jobs, ComponentContract)
 	p.pods = o.Pods
 
 	p.sanitizeStatus()
@@ -208,6 +217,10 @@ func newPlanner(o Observed) *planner {
 	}
 	p.recoverControls()
 	p.handleAbort()
+	if token := rsvc.Annotations[routingv1alpha1.AnnotationApproveContract]; token != p.approveHandled {
+		// Used (and recorded) only when it starts a contract, or when nothing needs it (contract.go).
+		p.approval = token
+	}
 	if token := p.rsvc.Annotations[routingv1alpha1.AnnotationRetry]; token != p.status.LastHandledRetry {
 		// Recorded as handled only when acted on (useRetry), since a retry may have to wait.
 		p.retry = token
@@ -346,14 +359,14 @@ func (p *planner) sanitizeStatus() {
 	if f := p.status.Failure; f != nil && (f.Reason == "" || f.Revision == "") {
 		p.status.Failure = nil
 	}
-	// Only schemagate's five condition types, once each: they are all set on every reconcile, so
+	// Only schemagate's condition types, once each: they are all set on every reconcile, so
 	// no condition is left stamped with another generation (I4; found by FuzzCompute).
 	seen := map[string]bool{}
 	kept := p.status.Conditions[:0]
 	for _, c := range p.status.Conditions {
 		switch c.Type {
 		case routingv1alpha1.ConditionReady, routingv1alpha1.ConditionReconciling, routingv1alpha1.ConditionStalled,
-			routingv1alpha1.ConditionSchemaReady, routingv1alpha1.ConditionAvailable:
+			routingv1alpha1.ConditionSchemaReady, routingv1alpha1.ConditionAvailable, routingv1alpha1.ConditionContractReady:
 			if !seen[c.Type] {
 				seen[c.Type] = true
 				kept = append(kept, c)

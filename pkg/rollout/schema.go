@@ -42,11 +42,16 @@ type ownedJob struct {
 	version string
 	attempt int32
 	check   bool
+	// contract: a contract Job (contract.go); its reading counts as evidence like a migration's.
+	contract bool
 }
 
 func (oj *ownedJob) kind() string {
-	if oj.check {
+	switch {
+	case oj.check:
 		return "check"
+	case oj.contract:
+		return "contract"
 	}
 	return "migration"
 }
@@ -55,8 +60,11 @@ func (oj *ownedJob) kind() string {
 // evidence, lowest attempt first.
 func ownedJobs(rsvc *routingv1alpha1.RoutingService, jobs []*batchv1.Job, component string) []ownedJob {
 	name := MigrationJobName
-	if component == ComponentCheck {
+	switch component {
+	case ComponentCheck:
 		name = CheckJobName
+	case ComponentContract:
+		name = ContractJobName
 	}
 	var out []ownedJob
 	for _, j := range jobs {
@@ -68,7 +76,7 @@ func ownedJobs(rsvc *routingv1alpha1.RoutingService, jobs []*batchv1.Job, compon
 		if err != nil || attempt < 0 || attempt > 1<<30 || !schemaversion.Valid(version) || j.Name != name(rsvc.Name, version, int32(attempt)) {
 			continue
 		}
-		out = append(out, ownedJob{job: j, version: version, attempt: int32(attempt), check: component == ComponentCheck})
+		out = append(out, ownedJob{job: j, version: version, attempt: int32(attempt), check: component == ComponentCheck, contract: component == ComponentContract})
 	}
 	sort.Slice(out, func(i, k int) bool { return out[i].attempt < out[k].attempt })
 	return out
@@ -321,6 +329,13 @@ func (p *planner) startMigration(attempt int32, note string, started func(name s
 	st := &p.status.Schema
 	required := p.rsvc.Spec.Schema.Version
 	job := NewMigrationJob(p.rsvc, schemaversion.Canonical(required), attempt)
+	if msg := p.contractHoldsExpand(required); msg != "" {
+		// One lifecycle at a time: never an expand beside a contract (contract.go).
+		p.retryWaiting = p.retry != ""
+		p.schemaCondition(metav1.ConditionFalse, routingv1alpha1.ReasonWaitingForContract, msg)
+		p.requeueAt(p.now.Add(5 * time.Second))
+		return
+	}
 	if pod := p.strayMigrationPod(); pod != nil {
 		// A pod of a migration Job that is gone (deleted with its pods orphaned, or still
 		// terminating) may still be changing the database: two migrations never run at once.
@@ -612,8 +627,8 @@ func (p *planner) migrationStillRunning() string {
 		return fmt.Sprintf("pod %s of a migration Job that no longer exists is still %s", pod.Name, podPhase(pod))
 	}
 	for _, j := range p.observed.Jobs {
-		if j != nil && metav1.IsControlledBy(j, p.rsvc) && j.Labels[LabelComponent] == ComponentMigration && !stopped(j) {
-			return fmt.Sprintf("migration Job %s still has pods", j.Name)
+		if j != nil && metav1.IsControlledBy(j, p.rsvc) && (j.Labels[LabelComponent] == ComponentMigration || j.Labels[LabelComponent] == ComponentContract) && !stopped(j) {
+			return fmt.Sprintf("%s Job %s still has pods", j.Labels[LabelComponent], j.Name)
 		}
 	}
 	return ""

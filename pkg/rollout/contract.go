@@ -1,0 +1,752 @@
+package rollout
+
+import (
+	"fmt"
+	"sort"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	batchv1 "k8s.io/api/batch/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
+
+	routingv1alpha1 "github.com/schemagate/schemagate/api/v1alpha1"
+	"github.com/schemagate/schemagate/pkg/schemaversion"
+)
+
+// The contract phase (spec.schema.contract): a migration that removes what only older revisions
+// needed, run exactly once, after the expand and the rollout, when no older revision can come
+// back. It reads like the shard steps: contractDecide names the state the contract is in from the
+// observed evidence alone (Jobs, their reports, ReplicaSets, pods, the clock), contract applies
+// it (one Job created at most, one condition set), and the table tests in contract_test.go take
+// one transition each.
+//
+//	no Job, a rule does not hold → ContractReady=False with the rule's reason (waiting)
+//	no Job, every rule holds     → the contract Job (attempt 1) is created: Contracting
+//	the Job runs                 → Contracting
+//	the Job ended, the database  → ContractComplete (phase Complete)
+//	  reports contract.version
+//	the Job ended otherwise      → ContractFailed, Stalled; a new retry runs attempt n+1
+//
+// The rules, each its reason while it does not hold, in this order:
+//
+//	WaitingForShards  every shard is promoted to the update revision, which is the stable one,
+//	                  its schema confirmed, nothing failed, and its range contains contract.version;
+//	OlderPodsRemain   no pod of any other revision exists in any shard, terminating ones included;
+//	RollbackWindow    rollbackWindowSeconds have passed since the last shard was promoted;
+//	MigrationRunning  no migration, check or shard-check Job of this RoutingService runs (Paused
+//	                  when spec.paused is true);
+//	AwaitingApproval  with requireApproval, a new schemagate.io/approve-contract value.
+//
+// Worked numbers: shards promoted at 12:00:10, 12:00:40 and 12:01:10, rollbackWindowSeconds 600
+// → eligibleTime 12:11:10; the last v1 pod stops terminating at 12:01:30; the contract Job is
+// created at the first reconcile at or after 12:11:10.
+
+// ComponentContract labels contract Jobs and their pods.
+const ComponentContract = "contract"
+
+// annotationHandledApproveContract records, on the ReplicaSets, the approve-contract values that
+// started a contract (controls.go).
+const annotationHandledApproveContract = "schemagate.io/handled-approve-contract"
+
+// annotationPromotedAt records, on the update revision's ReplicaSet of a shard, when the shard
+// was promoted to it (RFC 3339, the manager's clock): the rollback window counts from the latest
+// of these, so a lost status write does not restart or shorten it.
+const annotationPromotedAt = "schemagate.io/promoted-at"
+
+// The ReplicaSet annotations that record the schema range a revision runs on (written by the
+// compatibility code; absent min: the version the revision requires; absent max: no newest).
+const (
+	annotationSchemaMin = "schemagate.io/schema-min"
+	annotationSchemaMax = "schemagate.io/schema-max"
+)
+
+// olderPodsRecheck is how often the contract looks again while pods of older revisions remain:
+// routing pods are not watched, and a pod that finishes terminating may change no ReplicaSet.
+const olderPodsRecheck = 5 * time.Second
+
+// Event reasons of the contract phase.
+const (
+	EventContractWindow   = "ContractWindow"                       // every shard promoted; the rollback window runs
+	EventContractStarted  = "ContractStarted"                      // the contract Job was created
+	EventContractRetried  = "ContractRetried"                      // a failed contract runs again
+	EventContractFailed   = routingv1alpha1.ReasonContractFailed   // the contract Job failed or did not confirm
+	EventContractComplete = routingv1alpha1.ReasonContractComplete // the database reports contract.version
+	EventApprovalIgnored  = "ContractApprovalIgnored"              // an approval with no contract that needs one
+)
+
+// ContractJobName is <routingservice>-contract-<hash of version>-<attempt>, at most 63 characters
+// for attempts below 10000, deterministic like MigrationJobName: a second create of the same
+// attempt gets AlreadyExists instead of a second contract.
+func ContractJobName(rsvcName, version string, attempt int32) string {
+	return fmt.Sprintf("%s-contract-%s-%d", rsvcName, shortHash(version)[:8], attempt)
+}
+
+// NewContractJob builds the contract Job for (version, attempt) from spec.schema.contract, which
+// the caller ensures is set: built like a migration Job (labels, SCHEMAGATE_SCHEMA_VERSION, no
+// TTL, the contract's backoffLimit, activeDeadlineSeconds and jobMetadata), component "contract".
+func NewContractJob(rsvc *routingv1alpha1.RoutingService, version string, attempt int32) *batchv1.Job {
+	m := rsvc.Spec.Schema.Contract.Migration
+	j := newSchemaJob(rsvc, ComponentContract, ContractJobName(rsvc.Name, version, attempt), version, attempt,
+		m.Template, m.BackoffLimitOrDefault(), m.ActiveDeadlineSecondsOrDefault())
+	meta := routingv1alpha1.JobMetadata{}
+	if m.JobMetadata != nil {
+		meta = *m.JobMetadata
+	}
+	j.Labels = mergeMetadata(meta.Labels, j.Labels)
+	j.Annotations = mergeMetadata(meta.Annotations, map[string]string{annotationMigrationTemplate: shortHash(m.Template)})
+	return j
+}
+
+// contractState is where the contract stands, as contractDecide reads it.
+type contractState int
+
+const (
+	contractNone     contractState = iota // spec.schema.contract is unset
+	contractWaiting                       // no Job yet; a rule does not hold (reason says which)
+	contractReady                         // no Job yet; every rule holds: start it
+	contractRunning                       // the latest attempt runs
+	contractFailed                        // the latest attempt ended without confirming the version
+	contractComplete                      // the database reports the version
+)
+
+// contractDecision is contractDecide's answer.
+type contractDecision struct {
+	state   contractState
+	version string
+	// latest is the latest attempt for version, if any.
+	latest *ownedJob
+	// reason and message: ContractReady's (waiting), or the failure's.
+	reason, message string
+	// eligible is the end of the rollback window, once every shard is promoted.
+	eligible *time.Time
+	// wake: look again then (a window that ends, pods that stop terminating).
+	wake time.Time
+}
+
+// contract runs the contract phase: it decides, acts on the decision (at most one Job created or
+// suspended), and sets ContractReady, status.schema.contract and status.schema.phase. Called
+// after the shard steps and markStable, before the status summary.
+func (p *planner) contract() {
+	d := p.contractDecide()
+	defer p.settleApproval(d)
+	st := &p.status.Schema
+	if d.state == contractNone {
+		meta.RemoveStatusCondition(&p.status.Conditions, routingv1alpha1.ConditionContractReady)
+		st.Contract = nil
+		p.setPhase(p.rolloutPhase())
+		return
+	}
+	cs := p.contractStatus(d.version)
+	if d.eligible != nil {
+		cs.EligibleTime = &metav1.Time{Time: *d.eligible}
+	}
+	if d.latest != nil {
+		cs.Job, cs.Attempt = d.latest.job.Name, d.latest.attempt
+		created := d.latest.job.CreationTimestamp
+		cs.StartTime = &created
+	}
+	if !d.wake.IsZero() {
+		p.requeueAt(d.wake)
+	}
+	old := p.oldCondition(routingv1alpha1.ConditionContractReady)
+	switch d.state {
+	case contractComplete:
+		if cs.CompletionTime == nil {
+			cs.CompletionTime = p.contractEnd(d.latest)
+		}
+		if old == nil || old.Reason != routingv1alpha1.ReasonContractComplete {
+			p.event(false, EventContractComplete, "%s; the contract to schema %s is complete", d.message, d.version)
+		}
+		p.contractCondition(metav1.ConditionTrue, routingv1alpha1.ReasonContractComplete, d.message)
+		p.setPhase(routingv1alpha1.SchemaPhaseComplete)
+	case contractRunning:
+		cs.CompletionTime = nil
+		p.contractCondition(metav1.ConditionTrue, routingv1alpha1.ReasonContracting, d.message)
+		p.setPhase(routingv1alpha1.SchemaPhaseContracting)
+	case contractFailed:
+		p.afterFailedContract(d, cs)
+	case contractReady:
+		p.startContract(d, cs, 1, "every rule of the contract holds", func(name string) {
+			p.event(false, EventContractStarted, "started contract Job %s to bring the schema to %s: every shard runs revision %s, no older pod is left and the rollback window ended at %s",
+				name, d.version, p.update, formatTime(d.eligible))
+		})
+	default:
+		cs.Job, cs.Attempt, cs.StartTime, cs.CompletionTime = "", 0, nil, nil
+		if d.reason == routingv1alpha1.ReasonRollbackWindow && (old == nil || old.Reason != routingv1alpha1.ReasonRollbackWindow) {
+			p.event(false, EventContractWindow, "%s", d.message)
+		}
+		p.contractCondition(metav1.ConditionFalse, d.reason, d.message)
+		if d.reason == routingv1alpha1.ReasonWaitingForShards {
+			p.setPhase(p.rolloutPhase())
+		} else {
+			p.setPhase(routingv1alpha1.SchemaPhaseRollbackWindow)
+		}
+	}
+}
+
+// settleApproval reports a new approve-contract value that no contract needs (none declared, no
+// approval required, or the contract already started or done) as ignored, and records it as
+// handled. A value read while the contract still waits for another rule stays unhandled: it acts
+// once every rule holds.
+func (p *planner) settleApproval(d contractDecision) {
+	if p.approval == "" {
+		return
+	}
+	waiting := d.state == contractWaiting || d.state == contractReady
+	if !waiting || !p.rsvc.Spec.Schema.Contract.RequireApproval {
+		p.event(false, EventApprovalIgnored, "%s=%q: no contract waits for an approval; nothing changed", routingv1alpha1.AnnotationApproveContract, p.approval)
+		p.approveHandled = p.approval
+	}
+	p.approval = ""
+}
+
+// contractDecide reads the contract's state from the observed evidence. It changes nothing.
+func (p *planner) contractDecide() contractDecision {
+	c := p.rsvc.Spec.Schema.Contract
+	if c == nil {
+		return contractDecision{state: contractNone}
+	}
+	d := contractDecision{version: schemaversion.Canonical(c.Version)}
+	if len(c.Version) > 63 || !schemaversion.Valid(d.version) {
+		// The CRD refuses it (a version, at most 63 characters: it becomes a label value); a
+		// stored object from elsewhere still never runs a Job.
+		d.version = podText(c.Version, 63)
+		d.state, d.reason = contractWaiting, routingv1alpha1.ReasonWaitingForShards
+		d.message = fmt.Sprintf("spec.schema.contract.version %q is not a version; no contract runs", c.Version)
+		return d
+	}
+	d.latest = p.latestContract(d.version)
+	ev := evidence(p.readings)
+	if ev.confirms(d.version) {
+		d.state = contractComplete
+		if d.latest != nil && ev.oj == d.latest {
+			d.message = ev.describe()
+		} else {
+			d.message = ev.describe() + " (no contract Job of this RoutingService was needed)"
+		}
+		return d
+	}
+	if d.latest != nil {
+		own := readingOf(p.readings, d.latest)
+		switch {
+		case own != nil && own.pending:
+			d.state, d.message = contractRunning, fmt.Sprintf("contract Job %s (attempt %d) has finished: %s", d.latest.job.Name, d.latest.attempt, own.invalid)
+			d.wake = p.now.Add(2 * time.Second)
+		case !p.ended(d.latest):
+			d.state = contractRunning
+			d.message = fmt.Sprintf("contract Job %s (attempt %d) is bringing the schema to %s%s", d.latest.job.Name, d.latest.attempt, d.version, p.causeOf(d.latest))
+			d.wake = deadlineAt(d.latest.job, p.now)
+		case p.keptCompletion(d.latest, own):
+			d.state = contractComplete
+			d.message = fmt.Sprintf("contract Job %s succeeded and status recorded the database at %s; its pods, and their report, are gone since", d.latest.job.Name, d.version)
+		default:
+			d.state = contractFailed
+			d.reason, d.message = routingv1alpha1.ReasonContractFailed, p.contractFailure(d.latest, d.version)
+		}
+		return d
+	}
+	d.state = contractWaiting
+	if reason, msg := p.contractShardsWait(d.version); reason != "" {
+		d.reason, d.message = reason, msg
+		return d
+	}
+	if msg := p.olderPods(); msg != "" {
+		d.reason, d.message = routingv1alpha1.ReasonOlderPodsRemain, fmt.Sprintf("every shard is promoted to revision %s, but %s; the contract to schema %s waits until no pod of an older revision exists", p.update, msg, d.version)
+		d.wake = p.now.Add(olderPodsRecheck)
+		return d
+	}
+	eligible := p.contractEligible(c)
+	d.eligible = &eligible
+	if p.now.Before(eligible) {
+		d.reason = routingv1alpha1.ReasonRollbackWindow
+		d.message = fmt.Sprintf("every shard runs revision %s; the rollback window (%ds) ends at %s, and until then a rollback to the revision each shard ran before stays possible: the contract to schema %s starts after it",
+			p.update, rollbackWindowSeconds(c), formatTime(&eligible), d.version)
+		d.wake = eligible
+		return d
+	}
+	if p.rsvc.Spec.Paused {
+		d.reason, d.message = routingv1alpha1.ReasonPaused, fmt.Sprintf("spec.paused is true: the contract to schema %s starts when it is false", d.version)
+		return d
+	}
+	if msg := p.schemaJobRunning(); msg != "" {
+		d.reason, d.message = routingv1alpha1.ReasonMigrationRunning, fmt.Sprintf("%s, and the contract never runs beside another migration or check: it starts when that has ended", msg)
+		d.wake = p.now.Add(olderPodsRecheck)
+		return d
+	}
+	if c.RequireApproval && p.approval == "" {
+		d.reason = routingv1alpha1.ReasonAwaitingApproval
+		d.message = fmt.Sprintf("every rule holds and spec.schema.contract.requireApproval is true: set a new value of annotation %s (kubectl schemagate approve-contract %s) to run the contract to schema %s",
+			routingv1alpha1.AnnotationApproveContract, p.rsvc.Name, d.version)
+		return d
+	}
+	d.state, d.reason = contractReady, routingv1alpha1.ReasonContractReadyToRun
+	return d
+}
+
+// contractShardsWait is WaitingForShards's reason and message while some shard is not fully
+// promoted, baked, to a revision whose range contains version ("" when every shard is).
+func (p *planner) contractShardsWait(version string) (string, string) {
+	wait := func(format string, args ...any) (string, string) {
+		return routingv1alpha1.ReasonWaitingForShards, fmt.Sprintf(format, args...) + fmt.Sprintf("; the contract to schema %s waits", version)
+	}
+	switch {
+	case !p.gateOpen:
+		return wait("schema %s is not confirmed yet (the expand comes first)", p.rsvc.Spec.Schema.Version)
+	case p.failed():
+		return wait("the rollout of revision %s failed at shard %s", p.update, orNone(p.status.Failure.Shard))
+	}
+	for _, shard := range p.rsvc.Spec.Shards {
+		ss := p.shardStatus(shard.Name)
+		set := p.set(shard.Name)
+		rs := set.byRev[p.update]
+		switch {
+		case p.mismatch[shard.Name] != "":
+			return wait("shard %s: %s", shard.Name, p.mismatch[shard.Name])
+		case ss.StepRevision != p.update || ss.Step != routingv1alpha1.ShardStepPromoted:
+			return wait("shard %s is not promoted to revision %s yet (step %s)", shard.Name, p.update, ss.Step)
+		case shard.Replicas > 0 && (rs == nil || replicasOf(rs) != shard.Replicas || rs.Status.ObservedGeneration < rs.Generation || rs.Status.AvailableReplicas < shard.Replicas):
+			// Pods of other revisions are olderPods' concern.
+			return wait("shard %s is promoted but revision %s does not have all %d replicas available", shard.Name, p.update, shard.Replicas)
+		case rs != nil && !p.contractRangeOK(rs, version):
+			lo, hi := p.recordedRange(rs)
+			return wait("revision %s (shard %s) runs on schema [%s, %s], which does not contain %s", p.update, shard.Name, lo, orUnbounded(hi), version)
+		}
+	}
+	if p.status.StableRevision != p.update {
+		return wait("revision %s is not the stable revision yet", p.update)
+	}
+	return "", ""
+}
+
+// olderPods says which pods of a revision other than the update revision exist, in any shard
+// (those no longer in the spec included): a ReplicaSet of another revision that asks for pods or
+// still has some, a terminating pod of any ReplicaSet but the update revision's, or (when the
+// reconciler counted them) any routing pod not controlled by an update-revision ReplicaSet.
+// "" when there are none.
+func (p *planner) olderPods() string {
+	current := map[types.UID]bool{}
+	for _, set := range p.shards {
+		if rs := set.byRev[p.update]; rs != nil && !p.untrusted[rs] {
+			current[rs.UID] = true
+		}
+	}
+	for _, shard := range sortedShardNames(p.shards) {
+		for _, rs := range p.shards[shard].all {
+			if current[rs.UID] {
+				continue
+			}
+			if n := max(replicasOf(rs), rs.Status.Replicas, p.terminating[rs.UID]); n > 0 {
+				return fmt.Sprintf("ReplicaSet %s (revision %s, shard %s) still has %d pods (terminating ones included)", rs.Name, rs.Labels[LabelRevision], shard, n)
+			}
+		}
+	}
+	for uid, n := range p.terminating {
+		if n > 0 && !current[uid] {
+			return fmt.Sprintf("%d routing pods of an older ReplicaSet are still terminating", n)
+		}
+	}
+	for uid, n := range p.observed.RoutingPods {
+		if n > 0 && !current[uid] {
+			return fmt.Sprintf("%d routing pods not of revision %s still exist", n, p.update)
+		}
+	}
+	return ""
+}
+
+// contractEligible is the end of the rollback window: rollbackWindowSeconds after the last shard
+// was promoted. When that was is read from every record there is, and the latest wins, so that
+// neither a status edited or lost nor an annotation edited by hand ends the window early: each
+// shard's Promoted step time (status), the promoted-at annotation on its update-revision
+// ReplicaSet, and the stored eligibleTime. With none of them it starts now. A time in the future
+// counts as now.
+func (p *planner) contractEligible(c *routingv1alpha1.ContractSpec) time.Time {
+	window := time.Duration(rollbackWindowSeconds(c)) * time.Second
+	var last time.Time
+	seen := false
+	note := func(t time.Time) {
+		if t.After(p.now) {
+			t = p.now
+		}
+		if !seen || t.After(last) {
+			last, seen = t, true
+		}
+	}
+	for _, shard := range p.rsvc.Spec.Shards {
+		if ss := p.shardStatus(shard.Name); ss.StepStartTime != nil {
+			note(ss.StepStartTime.Time)
+		}
+		if rs := p.set(shard.Name).byRev[p.update]; rs != nil {
+			if t, ok := promotedAt(rs); ok {
+				note(t)
+			}
+		}
+	}
+	if prev := p.rsvc.Status.Schema.Contract; prev != nil && prev.EligibleTime != nil && schemaversion.Equal(prev.Version, c.Version) {
+		note(prev.EligibleTime.Time.Add(-window))
+	}
+	if !seen {
+		last = p.now
+	}
+	return last.Add(window)
+}
+
+// promotedAt reads a ReplicaSet's promoted-at annotation (untrusted: false when it does not
+// parse).
+func promotedAt(rs *appsv1.ReplicaSet) (time.Time, bool) {
+	v, ok := rs.Annotations[annotationPromotedAt]
+	if !ok || len(v) > 64 {
+		return time.Time{}, false
+	}
+	t, err := time.Parse(time.RFC3339, v)
+	return t, err == nil
+}
+
+// recordPromotions plans the promoted-at annotation on the update revision's ReplicaSet of each
+// shard promoted in this reconcile (its step was not Promoted in the stored status), and of each
+// promoted shard whose ReplicaSet has none: once per promotion, nothing in a steady state.
+func (p *planner) recordPromotions() {
+	if p.rsvc.Spec.Schema.Contract == nil {
+		return
+	}
+	for _, shard := range p.rsvc.Spec.Shards {
+		ss := p.shardStatus(shard.Name)
+		rs := p.set(shard.Name).byRev[p.update]
+		if rs == nil || p.untrusted[rs] || ss.StepRevision != p.update || ss.Step != routingv1alpha1.ShardStepPromoted {
+			continue
+		}
+		_, has := promotedAt(rs)
+		if has && p.wasPromoted(shard.Name) {
+			continue
+		}
+		at := p.now
+		if ss.StepStartTime != nil && !has {
+			at = ss.StepStartTime.Time
+		}
+		p.act(Action{Kind: RecordControls, ReplicaSet: rs, Annotations: map[string]string{annotationPromotedAt: at.UTC().Format(time.RFC3339)},
+			Note: fmt.Sprintf("shard %s is promoted to revision %s: the rollback window counts from then", shard.Name, p.update)})
+	}
+}
+
+// wasPromoted reports whether the stored status already had shard promoted to the update revision.
+func (p *planner) wasPromoted(shard string) bool {
+	for _, ss := range p.rsvc.Status.Shards {
+		if ss.Name == shard {
+			return ss.StepRevision == p.update && ss.Step == routingv1alpha1.ShardStepPromoted
+		}
+	}
+	return false
+}
+
+// schemaJobRunning says which migration, check, shard-check or (another version's) contract Job
+// of this RoutingService may still run ("" when none): one that has not finished and is not suspended, or that still has pods; or a
+// pod of a migration Job that is gone.
+func (p *planner) schemaJobRunning() string {
+	if pod := p.strayMigrationPod(); pod != nil {
+		return fmt.Sprintf("pod %s of a migration Job that no longer exists is still %s", pod.Name, podPhase(pod))
+	}
+	for _, j := range p.observed.Jobs {
+		if j == nil || !metav1.IsControlledBy(j, p.rsvc) {
+			continue
+		}
+		switch j.Labels[LabelComponent] {
+		case ComponentMigration, ComponentCheck, ComponentShardCheck, ComponentContract:
+			// A contract Job here is another version's (an earlier spec's contract still runs).
+			if live(j) {
+				return fmt.Sprintf("%s Job %s is still running", j.Labels[LabelComponent], j.Name)
+			}
+		}
+	}
+	return ""
+}
+
+// latestContract is the highest attempt of the contract Job for version, or nil.
+func (p *planner) latestContract(version string) *ownedJob {
+	var out *ownedJob
+	for i := range p.contracts {
+		if oj := &p.contracts[i]; schemaversion.Equal(oj.version, version) && (out == nil || oj.attempt > out.attempt) {
+			out = oj
+		}
+	}
+	return out
+}
+
+// keptCompletion: the latest attempt succeeded, its report is gone (its pods deleted), and the
+// stored status recorded the contract complete after that very Job. Status only keeps the
+// contract from running twice here; it never opens anything.
+func (p *planner) keptCompletion(latest *ownedJob, own *reading) bool {
+	prev := p.rsvc.Status.Schema.Contract
+	return prev != nil && prev.CompletionTime != nil && prev.Job == latest.job.Name &&
+		jobCondition(latest.job, batchv1.JobComplete) != nil && own != nil && own.gone
+}
+
+// contractFailure says why the latest contract attempt ended without confirming version.
+func (p *planner) contractFailure(oj *ownedJob, version string) string {
+	retry := fmt.Sprintf("annotate %s to run attempt %d", routingv1alpha1.AnnotationRetry, oj.attempt+1)
+	own := readingOf(p.readings, oj)
+	if jobCondition(oj.job, batchv1.JobComplete) != nil {
+		switch {
+		case own != nil && own.late && !own.dirty:
+			return fmt.Sprintf("contract Job %s to schema %s succeeded after its deadline had passed; a late success confirms nothing (%s)", oj.job.Name, version, retry)
+		case own != nil && own.dirty:
+			return fmt.Sprintf("contract Job %s succeeded, but %s: only a person may clear it (fix the database, then %s)", oj.job.Name, own.describe(), retry)
+		case own != nil && own.usable():
+			return fmt.Sprintf("contract Job %s succeeded, but %s, below %s: it did not contract (%s)", oj.job.Name, own.describe(), version, retry)
+		case own != nil:
+			return fmt.Sprintf("contract Job %s succeeded, but its schema report cannot be used: %s; nothing confirms schema %s (%s)", oj.job.Name, own.invalid, version, retry)
+		}
+	}
+	if c := jobCondition(oj.job, batchv1.JobFailed); c != nil {
+		return fmt.Sprintf("contract Job %s to schema %s failed (%s: %s)%s; it is kept for its logs and not retried automatically (%s)",
+			oj.job.Name, version, c.Reason, podText(c.Message, maxQuoted), p.causeOf(oj), retry)
+	}
+	return fmt.Sprintf("contract Job %s to schema %s did not finish within activeDeadlineSeconds (%ds)%s (%s)",
+		oj.job.Name, version, int64(jobDeadline(oj.job)/time.Second), p.causeOf(oj), retry)
+}
+
+// afterFailedContract reports a failed contract (Stalled), or runs attempt n+1 on a new retry,
+// once the failed attempt's pods are gone and nothing else of this RoutingService migrates.
+func (p *planner) afterFailedContract(d contractDecision, cs *routingv1alpha1.ContractStatus) {
+	fail := func(msg string) {
+		if old := p.oldCondition(routingv1alpha1.ConditionContractReady); old == nil || old.Reason != routingv1alpha1.ReasonContractFailed {
+			p.event(true, EventContractFailed, "%s", msg)
+		}
+		p.contractCondition(metav1.ConditionFalse, routingv1alpha1.ReasonContractFailed, msg)
+		p.stall(routingv1alpha1.ReasonContractFailed, msg)
+		p.setPhase(routingv1alpha1.SchemaPhaseContracting)
+	}
+	latest := d.latest
+	cs.CompletionTime = p.contractEnd(latest)
+	if p.retry == "" {
+		fail(d.message)
+		return
+	}
+	next := latest.attempt + 1
+	why := fmt.Sprintf("retry %q", p.retry)
+	switch {
+	case p.rsvc.Spec.Paused:
+		p.retryWaiting = true
+		fail(fmt.Sprintf("%s; %s runs attempt %d when spec.paused is false", d.message, why, next))
+	case !stopped(latest.job):
+		if jobCondition(latest.job, batchv1.JobFailed) == nil && !ptr.Deref(latest.job.Spec.Suspend, false) {
+			p.act(Action{Kind: SuspendJob, Job: latest.job, Note: fmt.Sprintf("%s: stop %s's pods before attempt %d", why, latest.job.Name, next)})
+		}
+		p.retryWaiting = true
+		fail(fmt.Sprintf("%s; %s waits for the pods of contract Job %s to stop", d.message, why, latest.job.Name))
+		p.requeueAt(p.now.Add(5 * time.Second))
+	default:
+		if msg := p.schemaJobRunning(); msg != "" {
+			p.retryWaiting = true
+			fail(fmt.Sprintf("%s; %s waits: %s", d.message, why, msg))
+			p.requeueAt(p.now.Add(5 * time.Second))
+			return
+		}
+		p.startContract(d, cs, next, why, func(name string) {
+			p.event(false, EventContractRetried, "%s: contract Job %s replaces %s (kept for its logs)", why, name, latest.job.Name)
+			p.useRetry()
+		})
+	}
+}
+
+// startContract creates attempt of the contract Job, unless its name is held by an object this
+// RoutingService does not control.
+func (p *planner) startContract(d contractDecision, cs *routingv1alpha1.ContractStatus, attempt int32, note string, started func(name string)) {
+	job := NewContractJob(p.rsvc, d.version, attempt)
+	if holder := p.taken("Job", job.Name); holder != "" {
+		msg := fmt.Sprintf("contract Job %s/%s cannot be created: %s; schemagate never takes it as evidence; delete or rename it and the contract to schema %s starts",
+			p.rsvc.Namespace, job.Name, holder, d.version)
+		p.contractCondition(metav1.ConditionTrue, routingv1alpha1.ReasonContractReadyToRun, msg)
+		p.stall(routingv1alpha1.ReasonNameConflict, msg)
+		p.setPhase(routingv1alpha1.SchemaPhaseRollbackWindow)
+		p.requeueAt(p.now.Add(conflictRecheck))
+		return
+	}
+	p.act(Action{Kind: CreateJob, Job: job, Note: note})
+	if p.approval != "" {
+		p.approveHandled, p.approval = p.approval, ""
+	}
+	started(job.Name)
+	cs.Job, cs.Attempt, cs.StartTime, cs.CompletionTime = job.Name, attempt, &metav1.Time{Time: p.now}, nil
+	p.contractCondition(metav1.ConditionTrue, routingv1alpha1.ReasonContracting,
+		fmt.Sprintf("contract Job %s (attempt %d) is bringing the schema to %s", job.Name, attempt, d.version))
+	p.setPhase(routingv1alpha1.SchemaPhaseContracting)
+	p.requeueAt(p.now.Add(time.Duration(ptr.Deref(job.Spec.ActiveDeadlineSeconds, 0))*time.Second + migrationGrace))
+}
+
+// contractStatus is status.schema.contract for version, created (or reset when it reported
+// another version) as needed.
+func (p *planner) contractStatus(version string) *routingv1alpha1.ContractStatus {
+	st := &p.status.Schema
+	if st.Contract == nil || !schemaversion.Equal(st.Contract.Version, version) {
+		st.Contract = &routingv1alpha1.ContractStatus{Version: version}
+	}
+	cs := st.Contract
+	cs.Version = version
+	cs.StartTime, cs.CompletionTime = notAfter(cs.StartTime, p.now), notAfter(cs.CompletionTime, p.now)
+	return cs
+}
+
+// contractEnd is when the contract's Job finished, for completionTime (now when unknown).
+func (p *planner) contractEnd(oj *ownedJob) *metav1.Time {
+	if oj != nil {
+		if c := jobCondition(oj.job, batchv1.JobComplete); c != nil {
+			return finishedAt(oj.job, c)
+		}
+		if c := jobCondition(oj.job, batchv1.JobFailed); c != nil {
+			return finishedAt(oj.job, c)
+		}
+	}
+	return &metav1.Time{Time: p.now}
+}
+
+// contractCondition is ContractReady's one setter.
+func (p *planner) contractCondition(status metav1.ConditionStatus, reason, message string) {
+	p.setCondition(routingv1alpha1.ConditionContractReady, status, reason, message)
+}
+
+// rolloutPhase is the lifecycle phase before the contract: Expanding while the required schema is
+// not confirmed, RollingOut until every shard is promoted, then RollbackWindow when a contract is
+// declared and Complete when none is.
+func (p *planner) rolloutPhase() routingv1alpha1.SchemaPhase {
+	switch {
+	case !p.gateOpen && !p.holding:
+		return routingv1alpha1.SchemaPhaseExpanding
+	case !p.rolloutComplete():
+		return routingv1alpha1.SchemaPhaseRollingOut
+	case p.rsvc.Spec.Schema.Contract != nil:
+		return routingv1alpha1.SchemaPhaseRollbackWindow
+	}
+	return routingv1alpha1.SchemaPhaseComplete
+}
+
+// setPhase sets status.schema.phase, and phaseSince when it changes.
+func (p *planner) setPhase(phase routingv1alpha1.SchemaPhase) {
+	st := &p.status.Schema
+	if st.Phase != phase || st.PhaseSince == nil {
+		st.Phase, st.PhaseSince = phase, &metav1.Time{Time: p.now}
+	}
+	st.PhaseSince = notAfter(st.PhaseSince, p.now)
+}
+
+// contractRangeOK reports whether rs's revision runs on version, by the range recorded on it
+// (schemagate.io/schema-min, schemagate.io/schema-max): an absent min is the version it requires,
+// an absent max is no newest. For the update revision's own ReplicaSets without a recorded range,
+// spec.schema.compatibility is that range. A value that is not a version never passes.
+func (p *planner) contractRangeOK(rs *appsv1.ReplicaSet, version string) bool {
+	lo, hi := p.recordedRange(rs)
+	if !schemaversion.Valid(lo) || (hi != "" && !schemaversion.Valid(hi)) {
+		return false
+	}
+	return schemaversion.AtLeast(version, lo) && (hi == "" || schemaversion.AtLeast(hi, version))
+}
+
+// recordedRange is rs's schema range as contractRangeOK reads it (hi "" is unbounded).
+func (p *planner) recordedRange(rs *appsv1.ReplicaSet) (lo, hi string) {
+	lo, hasLo := rs.Annotations[annotationSchemaMin]
+	hi, hasHi := rs.Annotations[annotationSchemaMax]
+	if !hasLo && !hasHi && rs.Labels[LabelRevision] == p.update {
+		if c := p.rsvc.Spec.Schema.Compatibility; c != nil {
+			lo, hi = c.Min, c.Max
+		}
+	}
+	if lo == "" {
+		lo = RequiredSchema(rs)
+	}
+	return lo, hi
+}
+
+// contractFloor is, for rollback safety, the highest version a contract of this RoutingService
+// may have brought the database to ("" when none): a contract Job that runs, or that succeeded
+// unless its own report says the database stayed below its version. A contract whose report is
+// gone counts: the database may be contracted, and believing so only refuses a rollback. The
+// rollback gate reads it with the reported version, so a lost report never makes a revision
+// whose range ends below a contract look safe again.
+func (p *planner) contractFloor() string {
+	floor := ""
+	for i := range p.contracts {
+		oj := &p.contracts[i]
+		own := readingOf(p.readings, oj)
+		counts := live(oj.job) && !ptr.Deref(oj.job.Spec.Suspend, false)
+		if jobCondition(oj.job, batchv1.JobComplete) != nil {
+			counts = own == nil || !own.usable() || own.confirms(oj.version) || own.dirty
+		}
+		if counts && (floor == "" || schemaversion.AtLeast(oj.version, floor)) {
+			floor = oj.version
+		}
+	}
+	return floor
+}
+
+// contractHoldsExpand says why a migration to required must wait for a contract ("" when it need
+// not): a contract Job of this RoutingService still runs (never two migrations at once), or a
+// contract Job ended without the database reporting its version and the update revision's range
+// does not contain both that version and required. Called before a migration Job is created.
+func (p *planner) contractHoldsExpand(required string) string {
+	ev := evidence(p.readings)
+	for _, j := range p.observed.Jobs {
+		if j != nil && metav1.IsControlledBy(j, p.rsvc) && j.Labels[LabelComponent] == ComponentContract && live(j) {
+			return fmt.Sprintf("contract Job %s still runs, and a migration never runs beside a contract: the migration to schema %s starts when it has ended", j.Name, required)
+		}
+	}
+	for i := range p.contracts {
+		oj := &p.contracts[i]
+		own := readingOf(p.readings, oj)
+		if jobCondition(oj.job, batchv1.JobComplete) != nil && (own == nil || !own.usable() || own.confirms(oj.version)) {
+			// It ran (its report gone since, or said so): nothing is pending.
+			continue
+		}
+		if ev.confirms(oj.version) || p.rangeCovers(required, oj.version) {
+			continue
+		}
+		return fmt.Sprintf("the contract to schema %s is pending (contract Job %s ended without the database reporting it), and revision %s does not run on both %s and %s: the migration to schema %s waits for the contract (retry it, or delete Job %s to give it up)",
+			oj.version, oj.job.Name, p.update, required, oj.version, required, oj.job.Name)
+	}
+	return ""
+}
+
+// rangeCovers reports whether the update revision's declared range contains both versions.
+func (p *planner) rangeCovers(a, b string) bool {
+	lo, hi := p.rsvc.Spec.Schema.Version, ""
+	if c := p.rsvc.Spec.Schema.Compatibility; c != nil {
+		if c.Min != "" {
+			lo = c.Min
+		}
+		hi = c.Max
+	}
+	in := func(v string) bool {
+		return schemaversion.Valid(lo) && schemaversion.AtLeast(v, lo) && (hi == "" || (schemaversion.Valid(hi) && schemaversion.AtLeast(hi, v)))
+	}
+	return in(a) && in(b)
+}
+
+func rollbackWindowSeconds(c *routingv1alpha1.ContractSpec) int32 {
+	if c.RollbackWindowSeconds == nil || *c.RollbackWindowSeconds < 0 {
+		return 600
+	}
+	return *c.RollbackWindowSeconds
+}
+
+func orUnbounded(v string) string {
+	if v == "" {
+		return "∞"
+	}
+	return v
+}
+
+func formatTime(t *time.Time) string {
+	if t == nil {
+		return "now"
+	}
+	return t.UTC().Format(time.RFC3339)
+}
+
+func sortedShardNames(shards map[string]*shardSet) []string {
+	names := make([]string, 0, len(shards))
+	for name := range shards {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	return names
+}
