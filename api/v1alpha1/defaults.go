@@ -44,6 +44,10 @@ const (
 	// DefaultMigrationActiveDeadlineSeconds is spec.schema.migration.activeDeadlineSeconds's
 	// default, in seconds.
 	DefaultMigrationActiveDeadlineSeconds int64 = 600
+	// DefaultContractRollbackWindowSeconds is spec.schema.contract.rollbackWindowSeconds's
+	// default, in seconds: ten minutes after the last shard was promoted, a rollback to the older
+	// revision stays possible.
+	DefaultContractRollbackWindowSeconds int32 = 600
 	// DefaultJobCheckBackoffLimit is spec.strategy.checks[].job.backoffLimit's default, in retries.
 	DefaultJobCheckBackoffLimit int32 = 0
 	// DefaultJobCheckActiveDeadlineSeconds is spec.strategy.checks[].job.activeDeadlineSeconds's

@@ -723,7 +723,7 @@ func (p *planner) rangeCovers(a, b string) bool {
 
 func rollbackWindowSeconds(c *routingv1alpha1.ContractSpec) int32 {
 	if c.RollbackWindowSeconds == nil || *c.RollbackWindowSeconds < 0 {
-		return 600
+		return routingv1alpha1.DefaultContractRollbackWindowSeconds
 	}
 	return *c.RollbackWindowSeconds
 }
