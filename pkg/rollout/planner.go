@@ -44,7 +44,7 @@ func Compute(o Observed) Plan {
 	case p.failed():
 		p.handleFailure()
 	case p.checksInvalid():
-	case p.gateOpen:
+	case p.gateOpen || p.binaryFirst:
 		p.promote()
 	case p.activityReason == "":
 		p.setActivity(routingv1alpha1.ReasonWaitingForSchema, fmt.Sprintf("revision %s waits for schema %s; every shard keeps serving what it serves", p.update, p.rsvc.Spec.Schema.Version))
@@ -56,6 +56,7 @@ func Compute(o Observed) Plan {
 		p.cleanup()
 	}
 	p.reportRefusals()
+	p.lifecycle()
 	p.summarize()
 	if p.retry != "" && !p.retryWaiting {
 		p.event(false, EventRetryIgnored, "retry %q: no failed migration or shard to retry; nothing changed", p.retry)
@@ -103,6 +104,12 @@ type planner struct {
 	plan   Plan
 
 	gateOpen bool
+	// binaryFirst: the migration to spec.schema.version waits for the shards to roll, since the
+	// update revision runs on the database's current version and a revision that serves (or a
+	// rollback target) does not run on the required one (lifecycle.go); promotion goes on.
+	binaryFirst bool
+	// breaking names the revisions a migration started with allowBreakingMigration breaks.
+	breaking string
 	// holding: the gate is closed while lost evidence is re-established (a check Job runs, or a
 	// steady RoutingService has none configured), and the conditions stay as they were (S-23).
 	holding bool
@@ -338,14 +345,14 @@ func (p *planner) sanitizeStatus() {
 	if f := p.status.Failure; f != nil && (f.Reason == "" || f.Revision == "") {
 		p.status.Failure = nil
 	}
-	// Only schemagate's five condition types, once each: they are all set on every reconcile, so
+	// Only schemagate's own condition types, once each: they are all set on every reconcile, so
 	// no condition is left stamped with another generation (I4; found by FuzzCompute).
 	seen := map[string]bool{}
 	kept := p.status.Conditions[:0]
 	for _, c := range p.status.Conditions {
 		switch c.Type {
 		case routingv1alpha1.ConditionReady, routingv1alpha1.ConditionReconciling, routingv1alpha1.ConditionStalled,
-			routingv1alpha1.ConditionSchemaReady, routingv1alpha1.ConditionAvailable:
+			routingv1alpha1.ConditionSchemaReady, routingv1alpha1.ConditionAvailable, routingv1alpha1.ConditionRollbackSafe:
 			if !seen[c.Type] {
 				seen[c.Type] = true
 				kept = append(kept, c)
@@ -579,6 +586,10 @@ func (p *planner) rollTowards(shard routingv1alpha1.ShardSpec, revision string, 
 		others = append(others, counts(rs))
 	}
 	newTarget, _ := Step(b, Counts{}, others)
+	if revision == p.update && !p.updateRange().contains(p.confirmedNow()) {
+		// I1: pods only on a schema inside their revision's range (the callers check it too).
+		newTarget = 0
+	}
 	p.act(Action{Kind: CreateReplicaSet, ReplicaSet: NewReplicaSet(p.rsvc, shard, revision, newTarget),
 		Note: fmt.Sprintf("%s: shard %s gets revision %s", why, shard.Name, revision)})
 }

@@ -1,0 +1,153 @@
+package rollout
+
+import (
+	"fmt"
+
+	appsv1 "k8s.io/api/apps/v1"
+
+	routingv1alpha1 "github.com/schemagate/schemagate/api/v1alpha1"
+	"github.com/schemagate/schemagate/pkg/schemaversion"
+)
+
+// The schema range a revision runs on is recorded on each of its ReplicaSets, next to the version
+// it requires (annotationSchemaVersion), so that what an old revision is known to run on survives
+// a lost status write, a restored backup or a spec that moved on.
+const (
+	// annotationSchemaMin is the oldest schema version the revision runs on.
+	annotationSchemaMin = "schemagate.io/schema-min"
+	// annotationSchemaMax is the newest schema version the revision runs on; absent: no newest.
+	annotationSchemaMax = "schemagate.io/schema-max"
+	// annotationSchemaRangeAssumed is "true" when the revision declared no range
+	// (spec.schema.compatibility unset) and runs on the assumed [version, no newest).
+	annotationSchemaRangeAssumed = "schemagate.io/schema-range-assumed"
+)
+
+// schemaRange is the range of database schema versions a revision runs on, both ends included.
+// min "" means the range is unknown and contains nothing; max "" means no newest version.
+type schemaRange struct {
+	min, max string
+	// assumed: the revision declared no range; it is taken to run on min and every newer schema.
+	assumed bool
+}
+
+// contains reports whether the database may be at version v for this range's binary. An unknown
+// range, or an unknown v, contains nothing.
+func (r schemaRange) contains(v string) bool {
+	if r.min == "" || !schemaversion.Valid(v) || !schemaversion.AtLeast(v, r.min) {
+		return false
+	}
+	return r.max == "" || schemaversion.AtLeast(r.max, v)
+}
+
+// String is the range for a message: "[1, 2]", "[2, no newest)", with " (assumed)" when it was not
+// declared.
+func (r schemaRange) String() string {
+	s := fmt.Sprintf("[%s, %s]", orNone(r.min), r.max)
+	if r.max == "" {
+		s = fmt.Sprintf("[%s, no newest)", orNone(r.min))
+	}
+	if r.assumed {
+		s += " (assumed)"
+	}
+	return s
+}
+
+// specRange is the range the spec declares for its revision (spec.schema.compatibility): min
+// defaults to version, an empty max is no newest; unset, it is [version, no newest) and assumed.
+// It returns an error when the declared range is not a range of versions or does not contain
+// version (the CRD refuses most such specs; the manager refuses the rest).
+func specRange(s *routingv1alpha1.SchemaSpec) (schemaRange, error) {
+	r := schemaRange{min: s.Version, assumed: s.Compatibility == nil}
+	if c := s.Compatibility; c != nil {
+		if c.Min != "" {
+			r.min = c.Min
+		}
+		r.max = c.Max
+	}
+	for _, v := range []string{r.min, r.max} {
+		if v != "" && !schemaversion.Valid(v) {
+			return schemaRange{}, fmt.Errorf("spec.schema.compatibility: %q is not a dotted numeric version", v)
+		}
+	}
+	if !schemaversion.Valid(s.Version) {
+		return schemaRange{}, fmt.Errorf("spec.schema.version %q is not a dotted numeric version", s.Version)
+	}
+	if !r.contains(s.Version) {
+		return schemaRange{}, fmt.Errorf("spec.schema.compatibility %s does not contain spec.schema.version %s", r, s.Version)
+	}
+	return r, nil
+}
+
+// rangeAnnotations are the annotations NewReplicaSet records the spec's range with. A spec whose
+// range is invalid records the narrowest range that is certainly true: its own version alone.
+func rangeAnnotations(s *routingv1alpha1.SchemaSpec) map[string]string {
+	r, err := specRange(s)
+	if err != nil {
+		r = schemaRange{min: s.Version, max: s.Version}
+	}
+	out := map[string]string{annotationSchemaMin: r.min}
+	if r.max != "" {
+		out[annotationSchemaMax] = r.max
+	}
+	if r.assumed {
+		out[annotationSchemaRangeAssumed] = "true"
+	}
+	return out
+}
+
+// ReplicaSetRange is the schema range a schemagate ReplicaSet's revision runs on, read from its
+// annotations, which are untrusted input and may only narrow: the range is never wider than
+// [RequiredSchema(rs), no newest), the rule of the schemagate releases that recorded no range, and
+// a ReplicaSet without range annotations gets exactly that, assumed. A min below the required
+// version is raised to it; a min or max that is not a version narrows the range to the required
+// version alone. A ReplicaSet without a required version runs on nothing (min "").
+func ReplicaSetRange(rs *appsv1.ReplicaSet) (min, max string, assumed bool) {
+	r := rangeOfReplicaSet(rs)
+	return r.min, r.max, r.assumed
+}
+
+func rangeOfReplicaSet(rs *appsv1.ReplicaSet) schemaRange {
+	need := RequiredSchema(rs)
+	if !schemaversion.Valid(need) {
+		return schemaRange{}
+	}
+	a := rs.Annotations
+	lo, hasMin := a[annotationSchemaMin]
+	hi, hasMax := a[annotationSchemaMax]
+	r := schemaRange{min: need, assumed: !hasMin && !hasMax || a[annotationSchemaRangeAssumed] == "true"}
+	if hasMin {
+		switch {
+		case !schemaversion.Valid(lo):
+			r.max = need
+		case schemaversion.AtLeast(lo, need):
+			r.min = lo
+		}
+	}
+	if hasMax {
+		if !schemaversion.Valid(hi) {
+			r.max = need
+		} else if r.max == "" || schemaversion.AtLeast(r.max, hi) {
+			r.max = hi
+		}
+	}
+	return r
+}
+
+// revisionRange is the schema range rs's revision runs on: the one place ranges of existing
+// ReplicaSets come from (see ReplicaSetRange).
+func (p *planner) revisionRange(rs *appsv1.ReplicaSet) schemaRange {
+	if rs == nil {
+		return schemaRange{}
+	}
+	return rangeOfReplicaSet(rs)
+}
+
+// updateRange is the range of the update revision, from the spec; an invalid declared range is
+// the empty range (the manager refuses it with InvalidSchemaRange).
+func (p *planner) updateRange() schemaRange {
+	r, err := specRange(&p.rsvc.Spec.Schema)
+	if err != nil {
+		return schemaRange{}
+	}
+	return r
+}
