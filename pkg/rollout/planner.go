@@ -636,11 +636,20 @@ func (p *planner) rollTowardsRS(shard routingv1alpha1.ShardSpec, target *appsv1.
 }
 
 // provenCounts are rs's counts for Step, with its available pods hidden when its schema is not
-// confirmed, so that Step never grows it as the serving set (I1).
+// confirmed, so that Step never grows it as the serving set (I1). A revision the database is
+// ahead of keeps its available pods counted: they serve, and are not taken away faster than the
+// shard's budget allows (I2); it is never grown either way (mayRun).
 func (p *planner) provenCounts(rs *appsv1.ReplicaSet) Counts {
 	c := counts(rs)
-	if !p.mayRun(rs) {
+	if !p.mayRun(rs) && !p.databaseAheadOf(rs) {
 		c.Available = 0
 	}
 	return c
+}
+
+// databaseAheadOf reports whether the database is confirmed at a schema above the newest rs's
+// revision runs on.
+func (p *planner) databaseAheadOf(rs *appsv1.ReplicaSet) bool {
+	r, db := p.revisionRange(rs), p.confirmedNow()
+	return r.max != "" && db != "" && !schemaversion.AtLeast(r.max, db)
 }

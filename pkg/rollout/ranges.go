@@ -95,26 +95,41 @@ func rangeAnnotations(s *routingv1alpha1.SchemaSpec) map[string]string {
 	return out
 }
 
-// ReplicaSetRange is the schema range a schemagate ReplicaSet's revision runs on, read from its
+// RecordedRange is the range recorded on a schemagate ReplicaSet as written, for checkers that
+// trust the objects they watch (the invariant checkers): min defaults to the required version, an
+// absent max is no newest. The planner never reads it (revisionRange).
+func RecordedRange(rs *appsv1.ReplicaSet) (min, max string) {
+	min, max = RequiredSchema(rs), rs.Annotations[annotationSchemaMax]
+	if v, ok := rs.Annotations[annotationSchemaMin]; ok {
+		min = v
+	}
+	return min, max
+}
+
+// rangeOfReplicaSet is the schema range a schemagate ReplicaSet's revision runs on, read from its
 // annotations, which are untrusted input and may only narrow: the range is never wider than
 // [RequiredSchema(rs), no newest), the rule of the schemagate releases that recorded no range, and
 // a ReplicaSet without range annotations gets exactly that, assumed. A min below the required
 // version is raised to it; a min or max that is not a version narrows the range to the required
 // version alone. A ReplicaSet without a required version runs on nothing (min "").
-func ReplicaSetRange(rs *appsv1.ReplicaSet) (min, max string, assumed bool) {
-	r := rangeOfReplicaSet(rs)
-	return r.min, r.max, r.assumed
-}
-
 func rangeOfReplicaSet(rs *appsv1.ReplicaSet) schemaRange {
 	need := RequiredSchema(rs)
 	if !schemaversion.Valid(need) {
 		return schemaRange{}
 	}
 	a := rs.Annotations
+	_, hasMin := a[annotationSchemaMin]
+	_, hasMax := a[annotationSchemaMax]
+	r := schemaRange{min: need, assumed: !hasMin && !hasMax || a[annotationSchemaRangeAssumed] == "true"}
+	return narrow(r, a)
+}
+
+// narrow narrows r by a ReplicaSet's range annotations: a higher min raises it, a lower max lowers
+// it, a value that is not a version leaves only r's min.
+func narrow(r schemaRange, a map[string]string) schemaRange {
 	lo, hasMin := a[annotationSchemaMin]
 	hi, hasMax := a[annotationSchemaMax]
-	r := schemaRange{min: need, assumed: !hasMin && !hasMax || a[annotationSchemaRangeAssumed] == "true"}
+	need := r.min
 	if hasMin {
 		switch {
 		case !schemaversion.Valid(lo):
@@ -134,10 +149,18 @@ func rangeOfReplicaSet(rs *appsv1.ReplicaSet) schemaRange {
 }
 
 // revisionRange is the schema range rs's revision runs on: the one place ranges of existing
-// ReplicaSets come from (see ReplicaSetRange).
+// ReplicaSets come from. The update revision's ReplicaSet runs on the spec's range (the spec is
+// trusted; its range is part of the revision), narrowed by its annotations; any other runs on
+// what its annotations say, never wider than [RequiredSchema(rs), no newest) (rangeOfReplicaSet),
+// so that a hand edit cannot let an old revision run on a schema older than it requires.
 func (p *planner) revisionRange(rs *appsv1.ReplicaSet) schemaRange {
 	if rs == nil {
 		return schemaRange{}
+	}
+	if p.set(rs.Labels[LabelShard]).byRev[p.update] == rs && !p.untrusted[rs] {
+		if r := p.updateRange(); r.min != "" {
+			return narrow(r, rs.Annotations)
+		}
 	}
 	return rangeOfReplicaSet(rs)
 }

@@ -595,11 +595,15 @@ func (p *planner) migratingMessage(job string, attempt int32, cause string) stri
 func (p *planner) databaseAheadOfUpdate(confirmed string) {
 	reason := routingv1alpha1.ReasonDatabaseAhead
 	what := "the database is ahead of it"
+	served, serves := false, false
 	for _, shard := range p.shardNames() {
-		if rs := p.set(shard).byRev[p.update]; rs != nil && hasServed(rs) {
-			reason, what = routingv1alpha1.ReasonRollbackRefused, "a rollback to it is refused; roll forward to a revision that runs on it"
-			break
+		if rs := p.set(shard).byRev[p.update]; rs != nil {
+			served, serves = served || hasServed(rs), serves || serving(rs)
 		}
+	}
+	if served && !serves {
+		// The spec went back to a revision that served before and serves nowhere now.
+		reason, what = routingv1alpha1.ReasonRollbackRefused, "a rollback to it is refused; roll forward to a revision that runs on it"
 	}
 	msg := fmt.Sprintf("the database is at schema %s, outside the range %s revision %s runs on: %s; nothing of revision %s is created or scaled up, and every shard keeps serving what it serves",
 		confirmed, p.updateRange(), p.update, what, p.update)
