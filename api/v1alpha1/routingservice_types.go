@@ -1148,8 +1148,9 @@ type RoutingServiceStatus struct {
 	// +optional
 	PromotedShards string `json:"promotedShards,omitempty"`
 
-	// conditions are Ready, Reconciling, Stalled, SchemaReady and Available, each with the
-	// generation it describes in observedGeneration.
+	// conditions are Ready, Reconciling, Stalled, SchemaReady, Available and RollbackSafe (and
+	// ContractReady with spec.schema.contract), each with the generation it describes in
+	// observedGeneration.
 	// +optional
 	// +listType=map
 	// +listMapKey=type
