@@ -236,6 +236,14 @@ func checkFuzzPlan(t *testing.T, which string, o Observed, plan Plan) {
 		}
 	}
 	st := plan.Status
+	if revs := st.Schema.Revisions; len(revs) > maxRevisionSchemas {
+		t.Fatalf("%s: %d status.schema.revisions, beyond the CRD's bound", which, len(revs))
+	}
+	for _, r := range st.Schema.Revisions {
+		if len(r.Revision) > 63 || len(r.Min) > 63 || len(r.Max) > 63 || len(r.Shards) > 64 {
+			t.Fatalf("%s: status.schema.revisions entry beyond the CRD's bounds: %+v", which, r)
+		}
+	}
 	if c := meta.FindStatusCondition(st.Conditions, routingv1alpha1.ConditionSchemaReady); c != nil && c.Status == metav1.ConditionTrue &&
 		!schemaversion.AtLeast(confirmed, rsvc.Spec.Schema.Version) && conditionStatus(rsvc.Status, routingv1alpha1.ConditionSchemaReady) != metav1.ConditionTrue {
 		t.Fatalf("%s: SchemaReady=True (%s) but schema %q is not confirmed by a migration Job (confirmed %q)", which, c.Message, rsvc.Spec.Schema.Version, confirmed)
@@ -375,7 +383,7 @@ type fuzzCluster struct {
 	Compat uint8
 	// Ranges[i] hand-edits the range annotations of the i-th ReplicaSet (in the order they are
 	// built): none, min 0, max 1, max 9, min "x", max "" (not a version), none at all, min 3 with
-	// max 2.
+	// max 2, a max of 70 digits (beyond the CRD's bound for status).
 	Ranges []uint8
 }
 
@@ -632,7 +640,7 @@ func fuzzObserved(statusIn, clusterIn []byte, clock int64) Observed {
 			break
 		}
 		a := o.ReplicaSets[i].Annotations
-		switch r % 8 {
+		switch r % 9 {
 		case 1:
 			a["schemagate.io/schema-min"] = "0"
 		case 2:
@@ -649,6 +657,8 @@ func fuzzObserved(statusIn, clusterIn []byte, clock int64) Observed {
 			delete(a, "schemagate.io/schema-range-assumed")
 		case 7:
 			a["schemagate.io/schema-min"], a["schemagate.io/schema-max"] = "3", "2"
+		case 8:
+			a["schemagate.io/schema-max"] = strings.Repeat("9", 70)
 		}
 	}
 	for i, f := range c.Jobs {

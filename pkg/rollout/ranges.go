@@ -114,7 +114,7 @@ func RecordedRange(rs *appsv1.ReplicaSet) (min, max string) {
 // version alone. A ReplicaSet without a required version runs on nothing (min "").
 func rangeOfReplicaSet(rs *appsv1.ReplicaSet) schemaRange {
 	need := RequiredSchema(rs)
-	if !schemaversion.Valid(need) {
+	if !validVersion(need) {
 		return schemaRange{}
 	}
 	a := rs.Annotations
@@ -132,14 +132,14 @@ func narrow(r schemaRange, a map[string]string) schemaRange {
 	need := r.min
 	if hasMin {
 		switch {
-		case !schemaversion.Valid(lo):
+		case !validVersion(lo):
 			r.max = need
 		case schemaversion.AtLeast(lo, need):
 			r.min = lo
 		}
 	}
 	if hasMax {
-		if !schemaversion.Valid(hi) {
+		if !validVersion(hi) {
 			r.max = need
 		} else if r.max == "" || schemaversion.AtLeast(r.max, hi) {
 			r.max = hi
@@ -174,3 +174,7 @@ func (p *planner) updateRange() schemaRange {
 	}
 	return r
 }
+
+// validVersion reports whether v is a version the API allows (status.schema.revisions reports
+// ranges with the CRD's bound of 63 characters, so a longer one is no version here).
+func validVersion(v string) bool { return len(v) <= 63 && schemaversion.Valid(v) }
