@@ -249,6 +249,37 @@ func describeIncompatible(list []incompatible) string {
 	return strings.Join(parts, "; ")
 }
 
+// expandVerdict is what the expand gate decides about a migration that is due.
+type expandVerdict int
+
+const (
+	// expandStart: no revision stands in the migration's way.
+	expandStart expandVerdict = iota
+	// expandBreaking: revisions stand in its way, and allowBreakingMigration says to go on.
+	expandBreaking
+	// expandBinaryFirst: revisions stand in its way, and the update revision runs on the
+	// database's current schema: shards roll first, the migration follows.
+	expandBinaryFirst
+	// expandRefused: revisions stand in its way and nothing else can move: IncompatibleRevision.
+	expandRefused
+)
+
+// decideExpand is the expand gate's rule, from what it observed: how many revisions that serve
+// or that a rollback would return to cannot run on the migration's version, whether
+// allowBreakingMigration is set, and whether the update revision runs on the current schema.
+func decideExpand(incompatible int, allowBreaking, updateRunsOnCurrent bool) expandVerdict {
+	switch {
+	case incompatible == 0:
+		return expandStart
+	case allowBreaking:
+		return expandBreaking
+	case updateRunsOnCurrent:
+		return expandBinaryFirst
+	default:
+		return expandRefused
+	}
+}
+
 // expandGate decides whether the migration to spec.schema.version may start now. It returns true
 // when it may (no revision stands in its way, or allowBreakingMigration says to go on); otherwise
 // it sets the SchemaReady condition: binary-first when the update revision runs on the database's
@@ -256,15 +287,14 @@ func describeIncompatible(list []incompatible) string {
 func (p *planner) expandGate() bool {
 	required := p.rsvc.Spec.Schema.Version
 	list := p.incompatibleWith(required)
-	if len(list) == 0 {
+	current := p.confirmedNow()
+	switch decideExpand(len(list), p.rsvc.Spec.Schema.AllowBreakingMigration, p.updateRange().contains(current)) {
+	case expandStart:
 		return true
-	}
-	if p.rsvc.Spec.Schema.AllowBreakingMigration {
+	case expandBreaking:
 		p.breaking = describeIncompatible(list)
 		return true
-	}
-	current := p.confirmedNow()
-	if p.updateRange().contains(current) {
+	case expandBinaryFirst:
 		p.binaryFirst = true
 		p.schemaCondition(metav1.ConditionFalse, routingv1alpha1.ReasonMigrationPending, fmt.Sprintf(
 			"binary first: revision %s runs on %s, which contains the database's schema %s, so shards roll before the migration; the migration to %s starts once no revision that serves or that a rollback would return to excludes it: %s",

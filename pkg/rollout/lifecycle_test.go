@@ -148,6 +148,28 @@ func TestNextSchemaPhase(t *testing.T) {
 	}
 }
 
+// One table row per verdict of the expand gate.
+func TestDecideExpand(t *testing.T) {
+	for _, tc := range []struct {
+		name                         string
+		incompatible                 int
+		allowBreaking, runsOnCurrent bool
+		want                         expandVerdict
+	}{
+		{"nothing in the way", 0, false, false, expandStart},
+		{"nothing in the way, opt-in irrelevant", 0, true, true, expandStart},
+		{"in the way, planned downtime", 1, true, false, expandBreaking},
+		{"in the way, the new binary runs on today's schema", 2, false, true, expandBinaryFirst},
+		{"in the way, nothing can move", 1, false, false, expandRefused},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := decideExpand(tc.incompatible, tc.allowBreaking, tc.runsOnCurrent); got != tc.want {
+				t.Fatalf("verdict %d, want %d", got, tc.want)
+			}
+		})
+	}
+}
+
 // Expand gate: v1 runs on schema 1 only; a migration to 2 that v2 cannot run without is refused
 // before its Job exists, naming v1, its range and its shards.
 func TestExpandGateRefusesAMigrationAServingRevisionCannotRunOn(t *testing.T) {
