@@ -899,6 +899,7 @@ const (
 // RevisionSchema is the schema range one revision runs on.
 type RevisionSchema struct {
 	// revision is the revision's hash.
+	// +required
 	// +kubebuilder:validation:MaxLength=63
 	Revision string `json:"revision"`
 	// min is the oldest schema version it runs on.
@@ -909,7 +910,8 @@ type RevisionSchema struct {
 	// +optional
 	// +kubebuilder:validation:MaxLength=63
 	Max string `json:"max,omitempty"`
-	// assumed: the revision declares no range; it is assumed to run on min and every newer schema.
+	// assumed is true when the revision declares no range: it is assumed to run on min and every
+	// newer schema.
 	// +optional
 	Assumed bool `json:"assumed,omitempty"`
 	// shards are the shards it serves, in spec order.
