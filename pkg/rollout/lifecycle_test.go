@@ -381,3 +381,21 @@ func TestInvalidRangeIsRefused(t *testing.T) {
 		t.Fatalf("Stalled = %s: %s", c.Reason, c.Message)
 	}
 }
+
+// Declaring a range makes a new revision whose ReplicaSets record it: the ReplicaSets of the same
+// template that record another range are not taken over (their range would stay what they
+// record), so every shard rolls to ReplicaSets that record the declared range.
+func TestDeclaringARangeRollsReplicaSetsThatRecordIt(t *testing.T) {
+	w := steadyOn(t, nil)
+	w.rsvc.Spec.Schema.Compatibility = compat("", "2")
+	w.rsvc.Generation++
+	w.run(300, func() bool { return w.isTrue(routingv1alpha1.ConditionReady) })
+	for _, rs := range w.rss {
+		if *rs.Spec.Replicas > 0 && rs.Annotations[annotationSchemaMax] != "2" {
+			t.Fatalf("%s serves and records range %v", rs.Name, rs.Annotations)
+		}
+	}
+	if revs := w.rsvc.Status.Schema.Revisions; len(revs) == 0 || revs[0].Max != "2" || revs[0].Assumed {
+		t.Fatalf("status.schema.revisions %+v", revs)
+	}
+}

@@ -240,8 +240,8 @@ func newPlanner(o Observed) *planner {
 // templates rather than trusting names, as the Deployment controller does (S-22): the ReplicaSet
 // named for the revision counts only if its template is the one schemagate would create (a hand
 // edit, or a hash collision, is reported as TemplateMismatch and never counted); when there is
-// none, a ReplicaSet of another name whose template and required schema are the update
-// revision's is that revision (ReplicaSets named by an older schemagate's hash), so an operator
+// none, a ReplicaSet of another name whose template, required schema and recorded range are the
+// update revision's is that revision (ReplicaSets named by an older schemagate's hash), so an operator
 // upgrade that renames revisions re-rolls nothing.
 func (p *planner) matchTemplates() {
 	for _, shard := range p.rsvc.Spec.Shards {
@@ -268,7 +268,7 @@ func (p *planner) matchTemplates() {
 		}
 		for i := len(set.all) - 1; i >= 0; i-- {
 			rs := set.all[i]
-			if !schemaversion.Equal(RequiredSchema(rs), p.rsvc.Spec.Schema.Version) {
+			if !schemaversion.Equal(RequiredSchema(rs), p.rsvc.Spec.Schema.Version) || !p.recordsUpdateRange(rs) {
 				continue
 			}
 			// The revision label inside the template is the candidate's own.

@@ -178,3 +178,17 @@ func (p *planner) updateRange() schemaRange {
 // validVersion reports whether v is a version the API allows (status.schema.revisions reports
 // ranges with the CRD's bound of 63 characters, so a longer one is no version here).
 func validVersion(v string) bool { return len(v) <= 63 && schemaversion.Valid(v) }
+
+// recordsUpdateRange reports whether rs records the range the spec declares for the update
+// revision (a ReplicaSet without range annotations records [its version, no newest)). A
+// ReplicaSet of another name is taken as the update revision only then: a spec that declares or
+// changes a range is a new revision whose ReplicaSets record it, never an older one's.
+func (p *planner) recordsUpdateRange(rs *appsv1.ReplicaSet) bool {
+	want, err := specRange(&p.rsvc.Spec.Schema)
+	if err != nil {
+		return false
+	}
+	lo, hi := RecordedRange(rs)
+	sameMax := hi == want.max || schemaversion.Equal(hi, want.max)
+	return schemaversion.Equal(lo, want.min) && sameMax
+}
