@@ -56,7 +56,6 @@ func Compute(o Observed) Plan {
 		p.cleanup()
 	}
 	p.reportRefusals()
-	p.lifecycle()
 	p.summarize()
 	if p.retry != "" && !p.retryWaiting {
 		p.event(false, EventRetryIgnored, "retry %q: no failed migration or shard to retry; nothing changed", p.retry)
