@@ -333,6 +333,12 @@ func (p *planner) lifecycle() {
 	if p.rsvc.Status.Schema.Phase != phase || st.PhaseSince == nil {
 		st.PhaseSince = &metav1.Time{Time: p.now}
 	}
+	if p.binaryFirst && p.rolloutComplete() {
+		// The update revision becomes the stable one in this reconcile, so the older revision is
+		// no rollback target any more: the migration may start on the next reconcile, which no
+		// watch event would trigger (the status write is none).
+		p.requeueAt(p.now.Add(time.Second))
+	}
 	view := p.planned()
 	st.Revisions = p.revisionSchemas(view)
 

@@ -399,3 +399,24 @@ func TestDeclaringARangeRollsReplicaSetsThatRecordIt(t *testing.T) {
 		t.Fatalf("status.schema.revisions %+v", revs)
 	}
 }
+
+// Binary-first's last step has no watch event to wake it: the reconcile that makes the update
+// revision stable asks to be called again, so that the migration then starts.
+func TestBinaryFirstRequeuesWhenTheLastShardIsPromoted(t *testing.T) {
+	w := steadyOn(t, compat("", "1"))
+	w.update("app:v2", "2", "migrate:ok")
+	w.rsvc.Spec.Schema.Compatibility = compat("1", "2")
+	w.events = nil
+	for i := 0; i < 400; i++ {
+		plan := w.reconcile()
+		if w.sawEvent(EventRolloutComplete) {
+			if plan.RequeueAfter == 0 || plan.RequeueAfter > 5*time.Second {
+				t.Fatalf("the reconcile that completed the binary-first rollout asks to be called again after %s", plan.RequeueAfter)
+			}
+			return
+		}
+		w.tick()
+		w.now = w.now.Add(time.Second)
+	}
+	t.Fatal("the rollout never completed")
+}

@@ -122,3 +122,47 @@ func TestExpandRefusedStory(t *testing.T) {
 	story.Consistently(t, 3*time.Second, "still no migration Job", noJob)
 	story.Eventually(t, 10*time.Second, "RollbackSafe present again", kit.HasCondition(t, ns, routingv1alpha1.ConditionRollbackSafe, metav1.ConditionTrue, ""))
 }
+
+// Binary-first from the cluster alone: v1 runs on schema 1 only, v2 on [1, 2]. Every shard rolls
+// to v2 on schema 1; the migration Job to 2 is created only once no v1 pod is asked for, and then
+// RollbackSafe says a rollback to v1 would be refused.
+func TestBinaryFirstStory(t *testing.T) {
+	ctx := context.Background()
+	ns := kit.NewNamespace(t)
+	r := story.Fixture(ns)
+	r.Spec.Schema.Compatibility = &routingv1alpha1.SchemaCompatibility{Max: "1"}
+	if err := k8s.Create(ctx, r); err != nil {
+		t.Fatal(err)
+	}
+	kit.WaitReady(t, ns, 60*time.Second)
+	kit.Update(t, ns, func(r *routingv1alpha1.RoutingService) {
+		story.ToV2("app:v2", "migrate:ok")(r)
+		r.Spec.Schema.Compatibility = &routingv1alpha1.SchemaCompatibility{Min: "1", Max: "2"}
+	})
+	const v2 = "us-east=app:v2:3/3 eu-west=app:v2:3/3 ap-south=app:v2:3/3"
+	deadline := time.Now().Add(90 * time.Second)
+	for {
+		jobs, rss := kit.Jobs(t, ns), kit.ReplicaSets(t, ns)
+		for _, j := range jobs {
+			if j.Name != rollout.MigrationJobName("rs-a", "2", 1) {
+				continue
+			}
+			// The Job exists: every v1 ReplicaSet asked for no pod when it was created, and
+			// none has been scaled up since.
+			for _, rs := range rss {
+				if rs.Spec.Template.Spec.Containers[0].Image == "app:v1" && *rs.Spec.Replicas > 0 {
+					t.Fatalf("migration Job %s exists while %s (v1) asks for %d pods", j.Name, rs.Name, *rs.Spec.Replicas)
+				}
+			}
+		}
+		rsvc := kit.Get(t, ns)
+		if rsvc.Status.Schema.ConfirmedVersion == "2" && kit.Serving(t, ns) == v2 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("binary-first did not end: serving %q, status.schema %+v, conditions %+v, events %v", kit.Serving(t, ns), rsvc.Status.Schema, rsvc.Status.Conditions, kit.EventsFor(t, ns))
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	story.Eventually(t, 20*time.Second, "RollbackSafe=False", kit.HasCondition(t, ns, routingv1alpha1.ConditionRollbackSafe, metav1.ConditionFalse, routingv1alpha1.ReasonRollbackUnsafe))
+}
