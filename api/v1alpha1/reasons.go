@@ -87,6 +87,10 @@ const (
 	ReasonRollbackUnsafe = "RollbackUnsafe"
 	// ReasonRollbackAvailable: RollbackSafe=True.
 	ReasonRollbackAvailable = "RollbackAvailable"
+	// ReasonInvalidSchemaRange: spec.schema.compatibility is not a range of versions that contains
+	// spec.schema.version (a shape the API server cannot compare): no migration starts and no pod
+	// of the revision runs until the spec is fixed; Stalled=True.
+	ReasonInvalidSchemaRange = "InvalidSchemaRange"
 	// ReasonDatabaseAhead: the database reports a version outside the range of a revision that
 	// serves a shard; nothing scales up on that revision.
 	ReasonDatabaseAhead = "DatabaseAhead"

@@ -86,11 +86,19 @@ type DisruptionBudgetSpec struct {
 }
 
 // SchemaSpec is the schema version a revision requires and how to reach it.
+// The range must contain version, and a contract version lies above version and inside the
+// range. CEL cannot compare dotted versions, so each rule compares up to 4 segments of at most 18
+// digits as numbers; other shapes pass here and the manager refuses them (InvalidSchemaRange).
+// +kubebuilder:validation:XValidation:rule="!has(self.compatibility) || !has(self.compatibility.min) || !((size(self.compatibility.min.split('.')) <= 4 && self.compatibility.min.split('.').all(s, size(s) <= 18)) && (size(self.version.split('.')) <= 4 && self.version.split('.').all(s, size(s) <= 18))) || ((size(self.compatibility.min.split('.')) > 0 ? int(self.compatibility.min.split('.')[0]) : 0) < (size(self.version.split('.')) > 0 ? int(self.version.split('.')[0]) : 0) || ((size(self.compatibility.min.split('.')) > 0 ? int(self.compatibility.min.split('.')[0]) : 0) == (size(self.version.split('.')) > 0 ? int(self.version.split('.')[0]) : 0) && ((size(self.compatibility.min.split('.')) > 1 ? int(self.compatibility.min.split('.')[1]) : 0) < (size(self.version.split('.')) > 1 ? int(self.version.split('.')[1]) : 0) || ((size(self.compatibility.min.split('.')) > 1 ? int(self.compatibility.min.split('.')[1]) : 0) == (size(self.version.split('.')) > 1 ? int(self.version.split('.')[1]) : 0) && ((size(self.compatibility.min.split('.')) > 2 ? int(self.compatibility.min.split('.')[2]) : 0) < (size(self.version.split('.')) > 2 ? int(self.version.split('.')[2]) : 0) || ((size(self.compatibility.min.split('.')) > 2 ? int(self.compatibility.min.split('.')[2]) : 0) == (size(self.version.split('.')) > 2 ? int(self.version.split('.')[2]) : 0) && ((size(self.compatibility.min.split('.')) > 3 ? int(self.compatibility.min.split('.')[3]) : 0) <= (size(self.version.split('.')) > 3 ? int(self.version.split('.')[3]) : 0))))))))",message="spec.schema.compatibility.min must be at or below spec.schema.version (versions compare segment by segment as numbers)"
+// +kubebuilder:validation:XValidation:rule="!has(self.compatibility) || !has(self.compatibility.max) || !((size(self.compatibility.max.split('.')) <= 4 && self.compatibility.max.split('.').all(s, size(s) <= 18)) && (size(self.version.split('.')) <= 4 && self.version.split('.').all(s, size(s) <= 18))) || ((size(self.version.split('.')) > 0 ? int(self.version.split('.')[0]) : 0) < (size(self.compatibility.max.split('.')) > 0 ? int(self.compatibility.max.split('.')[0]) : 0) || ((size(self.version.split('.')) > 0 ? int(self.version.split('.')[0]) : 0) == (size(self.compatibility.max.split('.')) > 0 ? int(self.compatibility.max.split('.')[0]) : 0) && ((size(self.version.split('.')) > 1 ? int(self.version.split('.')[1]) : 0) < (size(self.compatibility.max.split('.')) > 1 ? int(self.compatibility.max.split('.')[1]) : 0) || ((size(self.version.split('.')) > 1 ? int(self.version.split('.')[1]) : 0) == (size(self.compatibility.max.split('.')) > 1 ? int(self.compatibility.max.split('.')[1]) : 0) && ((size(self.version.split('.')) > 2 ? int(self.version.split('.')[2]) : 0) < (size(self.compatibility.max.split('.')) > 2 ? int(self.compatibility.max.split('.')[2]) : 0) || ((size(self.version.split('.')) > 2 ? int(self.version.split('.')[2]) : 0) == (size(self.compatibility.max.split('.')) > 2 ? int(self.compatibility.max.split('.')[2]) : 0) && ((size(self.version.split('.')) > 3 ? int(self.version.split('.')[3]) : 0) <= (size(self.compatibility.max.split('.')) > 3 ? int(self.compatibility.max.split('.')[3]) : 0))))))))",message="spec.schema.compatibility.max must be at or above spec.schema.version (versions compare segment by segment as numbers)"
+// +kubebuilder:validation:XValidation:rule="!has(self.contract) || !((size(self.contract.version.split('.')) <= 4 && self.contract.version.split('.').all(s, size(s) <= 18)) && (size(self.version.split('.')) <= 4 && self.version.split('.').all(s, size(s) <= 18))) || !((size(self.contract.version.split('.')) > 0 ? int(self.contract.version.split('.')[0]) : 0) < (size(self.version.split('.')) > 0 ? int(self.version.split('.')[0]) : 0) || ((size(self.contract.version.split('.')) > 0 ? int(self.contract.version.split('.')[0]) : 0) == (size(self.version.split('.')) > 0 ? int(self.version.split('.')[0]) : 0) && ((size(self.contract.version.split('.')) > 1 ? int(self.contract.version.split('.')[1]) : 0) < (size(self.version.split('.')) > 1 ? int(self.version.split('.')[1]) : 0) || ((size(self.contract.version.split('.')) > 1 ? int(self.contract.version.split('.')[1]) : 0) == (size(self.version.split('.')) > 1 ? int(self.version.split('.')[1]) : 0) && ((size(self.contract.version.split('.')) > 2 ? int(self.contract.version.split('.')[2]) : 0) < (size(self.version.split('.')) > 2 ? int(self.version.split('.')[2]) : 0) || ((size(self.contract.version.split('.')) > 2 ? int(self.contract.version.split('.')[2]) : 0) == (size(self.version.split('.')) > 2 ? int(self.version.split('.')[2]) : 0) && ((size(self.contract.version.split('.')) > 3 ? int(self.contract.version.split('.')[3]) : 0) <= (size(self.version.split('.')) > 3 ? int(self.version.split('.')[3]) : 0))))))))",message="spec.schema.contract.version must be above spec.schema.version"
+// +kubebuilder:validation:XValidation:rule="!has(self.contract) || !has(self.compatibility) || !has(self.compatibility.max) || !((size(self.contract.version.split('.')) <= 4 && self.contract.version.split('.').all(s, size(s) <= 18)) && (size(self.compatibility.max.split('.')) <= 4 && self.compatibility.max.split('.').all(s, size(s) <= 18))) || ((size(self.contract.version.split('.')) > 0 ? int(self.contract.version.split('.')[0]) : 0) < (size(self.compatibility.max.split('.')) > 0 ? int(self.compatibility.max.split('.')[0]) : 0) || ((size(self.contract.version.split('.')) > 0 ? int(self.contract.version.split('.')[0]) : 0) == (size(self.compatibility.max.split('.')) > 0 ? int(self.compatibility.max.split('.')[0]) : 0) && ((size(self.contract.version.split('.')) > 1 ? int(self.contract.version.split('.')[1]) : 0) < (size(self.compatibility.max.split('.')) > 1 ? int(self.compatibility.max.split('.')[1]) : 0) || ((size(self.contract.version.split('.')) > 1 ? int(self.contract.version.split('.')[1]) : 0) == (size(self.compatibility.max.split('.')) > 1 ? int(self.compatibility.max.split('.')[1]) : 0) && ((size(self.contract.version.split('.')) > 2 ? int(self.contract.version.split('.')[2]) : 0) < (size(self.compatibility.max.split('.')) > 2 ? int(self.compatibility.max.split('.')[2]) : 0) || ((size(self.contract.version.split('.')) > 2 ? int(self.contract.version.split('.')[2]) : 0) == (size(self.compatibility.max.split('.')) > 2 ? int(self.compatibility.max.split('.')[2]) : 0) && ((size(self.contract.version.split('.')) > 3 ? int(self.contract.version.split('.')[3]) : 0) <= (size(self.compatibility.max.split('.')) > 3 ? int(self.compatibility.max.split('.')[3]) : 0))))))))",message="spec.schema.contract.version must be inside spec.schema.compatibility (at or below compatibility.max)"
 type SchemaSpec struct {
 	// version is the schema version the template requires: a dotted numeric string ("9",
 	// "2026.10.1"), compared segment by segment as numbers, so "9" < "10" and
-	// "2026.9.30" < "2026.10.1". Migrations are expand-only: a template runs on any schema at or
-	// above its version, so lowering version never runs a migration.
+	// "2026.9.30" < "2026.10.1". It is the version the migration brings the database to (the
+	// expand step); the template runs on the schemas of compatibility, and lowering version never
+	// runs a migration (docs/schema-lifecycle.md).
 	// +required
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=63
@@ -891,6 +899,7 @@ const (
 // RevisionSchema is the schema range one revision runs on.
 type RevisionSchema struct {
 	// revision is the revision's hash.
+	// +required
 	// +kubebuilder:validation:MaxLength=63
 	Revision string `json:"revision"`
 	// min is the oldest schema version it runs on.
@@ -901,7 +910,8 @@ type RevisionSchema struct {
 	// +optional
 	// +kubebuilder:validation:MaxLength=63
 	Max string `json:"max,omitempty"`
-	// assumed: the revision declares no range; it is assumed to run on min and every newer schema.
+	// assumed is true when the revision declares no range: it is assumed to run on min and every
+	// newer schema.
 	// +optional
 	Assumed bool `json:"assumed,omitempty"`
 	// shards are the shards it serves, in spec order.
@@ -1141,8 +1151,9 @@ type RoutingServiceStatus struct {
 	// +optional
 	PromotedShards string `json:"promotedShards,omitempty"`
 
-	// conditions are Ready, Reconciling, Stalled, SchemaReady and Available, each with the
-	// generation it describes in observedGeneration.
+	// conditions are Ready, Reconciling, Stalled, SchemaReady, Available and RollbackSafe (and
+	// ContractReady with spec.schema.contract), each with the generation it describes in
+	// observedGeneration.
 	// +optional
 	// +listType=map
 	// +listMapKey=type

@@ -100,6 +100,7 @@ func mapKeysWithoutDefault(node map[string]any, path string) []string {
 func TestNoDefaultsInsidePodTemplates(t *testing.T) {
 	wantTemplates := []string{
 		"spec.schema.check.template",
+		"spec.schema.contract.migration.template",
 		"spec.schema.migration.template",
 		"spec.strategy.checks[].job.template",
 		"spec.template",

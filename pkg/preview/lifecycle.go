@@ -19,9 +19,12 @@ import (
 // record that survives a lost status write or a restored backup), and the older one that records
 // only the version it requires (ReplicaSets of earlier releases carry only that one).
 const (
-	annotationSchemaMin      = "schemagate.io/schema-min"
-	annotationSchemaMax      = "schemagate.io/schema-max"
-	annotationRequiresSchema = "schemagate.io/requires-schema"
+	annotationSchemaMin = "schemagate.io/schema-min"
+	annotationSchemaMax = "schemagate.io/schema-max"
+	// annotationSchemaRangeAssumed is "true" on the ReplicaSets of a revision that declared no
+	// range (the manager records [version, no newest) for it).
+	annotationSchemaRangeAssumed = "schemagate.io/schema-range-assumed"
+	annotationRequiresSchema     = "schemagate.io/requires-schema"
 )
 
 // defaultRollbackWindow is spec.schema.contract.rollbackWindowSeconds' default.
@@ -178,6 +181,9 @@ func replicaSetRange(revision string, rss []*appsv1.ReplicaSet) (RevisionRange, 
 		}
 		if !hasLo || lo == "" {
 			r.Unreadable = fmt.Sprintf("no %s on %s", annotationSchemaMin, rs.Name)
+		}
+		if rs.Annotations[annotationSchemaRangeAssumed] == "true" {
+			r.Assumed = true
 		}
 		if !found {
 			r.Min, r.Max, found = lo, hi, true

@@ -132,7 +132,7 @@ func TestLifecycleGolden(t *testing.T) {
 				return &c
 			},
 			func(t *testing.T) *routingv1alpha1.RoutingService { return v2(t, "2", compat("2", "3"), "") }, true,
-			[]string{"[1, ∞) (assumed)  serves us-east, eu-west, ap-south; the stable revision, where a rollback returns (range from live spec)",
+			[]string{"[1, ∞) (assumed)  serves us-east, eu-west, ap-south; the stable revision, where a rollback returns (range from replicasets)",
 				"declares no range: it is assumed to run on [1, ∞), so the migration to 2 is let through on that assumption"},
 		},
 		// The same with a contract to 3: the assumed range is what lets the contract pass v1.

@@ -132,7 +132,9 @@ func (p *planner) wasConfirmed() bool {
 	}
 	for _, set := range p.shards {
 		for _, rs := range set.all {
-			if !p.untrusted[rs] && hasServed(rs) && schemaversion.AtLeast(RequiredSchema(rs), required) {
+			// A revision that also runs on the schema confirmed now served without the required
+			// version (binary-first): that is no sign of lost evidence.
+			if !p.untrusted[rs] && hasServed(rs) && schemaversion.AtLeast(RequiredSchema(rs), required) && !p.revisionRange(rs).contains(p.confirmedNow()) {
 				return true
 			}
 		}

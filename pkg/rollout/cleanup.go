@@ -68,7 +68,7 @@ func (p *planner) cleanup() {
 // rolloutComplete reports whether the update revision is promoted in every shard of the spec
 // with its schema confirmed and nothing failed.
 func (p *planner) rolloutComplete() bool {
-	if !(p.gateOpen || p.holding) || p.failed() || len(p.mismatch) > 0 {
+	if !(p.gateOpen || p.holding || p.binaryFirst) || p.failed() || len(p.mismatch) > 0 {
 		return false
 	}
 	for _, shard := range p.rsvc.Spec.Shards {

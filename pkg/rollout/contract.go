@@ -56,13 +56,6 @@ const annotationHandledApproveContract = "schemagate.io/handled-approve-contract
 // of these, so a lost status write does not restart or shorten it.
 const annotationPromotedAt = "schemagate.io/promoted-at"
 
-// The ReplicaSet annotations that record the schema range a revision runs on (written by the
-// compatibility code; absent min: the version the revision requires; absent max: no newest).
-const (
-	annotationSchemaMin = "schemagate.io/schema-min"
-	annotationSchemaMax = "schemagate.io/schema-max"
-)
-
 // olderPodsRecheck is how often the contract looks again while pods of older revisions remain:
 // routing pods are not watched, and a pod that finishes terminating may change no ReplicaSet.
 const olderPodsRecheck = 5 * time.Second
@@ -127,7 +120,8 @@ type contractDecision struct {
 }
 
 // contract runs the contract phase: it decides, acts on the decision (at most one Job created or
-// suspended), and sets ContractReady, status.schema.contract and status.schema.phase. Called
+// suspended), and sets ContractReady, status.schema.contract and the phase it puts the lifecycle
+// in (p.contractPhase, "" while the shards are not all promoted), which lifecycle() sets. Called
 // after the shard steps and markStable, before the status summary.
 func (p *planner) contract() {
 	d := p.contractDecide()
@@ -136,7 +130,7 @@ func (p *planner) contract() {
 	if d.state == contractNone {
 		meta.RemoveStatusCondition(&p.status.Conditions, routingv1alpha1.ConditionContractReady)
 		st.Contract = nil
-		p.setPhase(p.rolloutPhase())
+		p.contractPhase = ""
 		return
 	}
 	cs := p.contractStatus(d.version)
@@ -161,11 +155,11 @@ func (p *planner) contract() {
 			p.event(false, EventContractComplete, "%s; the contract to schema %s is complete", d.message, d.version)
 		}
 		p.contractCondition(metav1.ConditionTrue, routingv1alpha1.ReasonContractComplete, d.message)
-		p.setPhase(routingv1alpha1.SchemaPhaseComplete)
+		p.contractPhase = routingv1alpha1.SchemaPhaseComplete
 	case contractRunning:
 		cs.CompletionTime = nil
 		p.contractCondition(metav1.ConditionTrue, routingv1alpha1.ReasonContracting, d.message)
-		p.setPhase(routingv1alpha1.SchemaPhaseContracting)
+		p.contractPhase = routingv1alpha1.SchemaPhaseContracting
 	case contractFailed:
 		p.afterFailedContract(d, cs)
 	case contractReady:
@@ -180,9 +174,9 @@ func (p *planner) contract() {
 		}
 		p.contractCondition(metav1.ConditionFalse, d.reason, d.message)
 		if d.reason == routingv1alpha1.ReasonWaitingForShards {
-			p.setPhase(p.rolloutPhase())
+			p.contractPhase = ""
 		} else {
-			p.setPhase(routingv1alpha1.SchemaPhaseRollbackWindow)
+			p.contractPhase = routingv1alpha1.SchemaPhaseRollbackWindow
 		}
 	}
 }
@@ -311,8 +305,7 @@ func (p *planner) contractShardsWait(version string) (string, string) {
 			// Pods of other revisions are olderPods' concern.
 			return wait("shard %s is promoted but revision %s does not have all %d replicas available", shard.Name, p.update, shard.Replicas)
 		case rs != nil && !p.contractRangeOK(rs, version):
-			lo, hi := p.recordedRange(rs)
-			return wait("revision %s (shard %s) runs on schema [%s, %s], which does not contain %s", p.update, shard.Name, lo, orUnbounded(hi), version)
+			return wait("revision %s (shard %s) runs on schema %s, which does not contain %s", p.update, shard.Name, p.revisionRange(rs), version)
 		}
 	}
 	if p.status.StableRevision != p.update {
@@ -515,7 +508,7 @@ func (p *planner) afterFailedContract(d contractDecision, cs *routingv1alpha1.Co
 		}
 		p.contractCondition(metav1.ConditionFalse, routingv1alpha1.ReasonContractFailed, msg)
 		p.stall(routingv1alpha1.ReasonContractFailed, msg)
-		p.setPhase(routingv1alpha1.SchemaPhaseContracting)
+		p.contractPhase = routingv1alpha1.SchemaPhaseContracting
 	}
 	latest := d.latest
 	cs.CompletionTime = p.contractEnd(latest)
@@ -559,7 +552,7 @@ func (p *planner) startContract(d contractDecision, cs *routingv1alpha1.Contract
 			p.rsvc.Namespace, job.Name, holder, d.version)
 		p.contractCondition(metav1.ConditionTrue, routingv1alpha1.ReasonContractReadyToRun, msg)
 		p.stall(routingv1alpha1.ReasonNameConflict, msg)
-		p.setPhase(routingv1alpha1.SchemaPhaseRollbackWindow)
+		p.contractPhase = routingv1alpha1.SchemaPhaseRollbackWindow
 		p.requeueAt(p.now.Add(conflictRecheck))
 		return
 	}
@@ -571,7 +564,7 @@ func (p *planner) startContract(d contractDecision, cs *routingv1alpha1.Contract
 	cs.Job, cs.Attempt, cs.StartTime, cs.CompletionTime = job.Name, attempt, &metav1.Time{Time: p.now}, nil
 	p.contractCondition(metav1.ConditionTrue, routingv1alpha1.ReasonContracting,
 		fmt.Sprintf("contract Job %s (attempt %d) is bringing the schema to %s", job.Name, attempt, d.version))
-	p.setPhase(routingv1alpha1.SchemaPhaseContracting)
+	p.contractPhase = routingv1alpha1.SchemaPhaseContracting
 	p.requeueAt(p.now.Add(time.Duration(ptr.Deref(job.Spec.ActiveDeadlineSeconds, 0))*time.Second + migrationGrace))
 }
 
@@ -606,55 +599,11 @@ func (p *planner) contractCondition(status metav1.ConditionStatus, reason, messa
 	p.setCondition(routingv1alpha1.ConditionContractReady, status, reason, message)
 }
 
-// rolloutPhase is the lifecycle phase before the contract: Expanding while the required schema is
-// not confirmed, RollingOut until every shard is promoted, then RollbackWindow when a contract is
-// declared and Complete when none is.
-func (p *planner) rolloutPhase() routingv1alpha1.SchemaPhase {
-	switch {
-	case !p.gateOpen && !p.holding:
-		return routingv1alpha1.SchemaPhaseExpanding
-	case !p.rolloutComplete():
-		return routingv1alpha1.SchemaPhaseRollingOut
-	case p.rsvc.Spec.Schema.Contract != nil:
-		return routingv1alpha1.SchemaPhaseRollbackWindow
-	}
-	return routingv1alpha1.SchemaPhaseComplete
-}
 
-// setPhase sets status.schema.phase, and phaseSince when it changes.
-func (p *planner) setPhase(phase routingv1alpha1.SchemaPhase) {
-	st := &p.status.Schema
-	if st.Phase != phase || st.PhaseSince == nil {
-		st.Phase, st.PhaseSince = phase, &metav1.Time{Time: p.now}
-	}
-	st.PhaseSince = notAfter(st.PhaseSince, p.now)
-}
-
-// contractRangeOK reports whether rs's revision runs on version, by the range recorded on it
-// (schemagate.io/schema-min, schemagate.io/schema-max): an absent min is the version it requires,
-// an absent max is no newest. For the update revision's own ReplicaSets without a recorded range,
-// spec.schema.compatibility is that range. A value that is not a version never passes.
+// contractRangeOK reports whether rs's revision runs on version, by revisionRange (ranges.go),
+// the one place ranges come from.
 func (p *planner) contractRangeOK(rs *appsv1.ReplicaSet, version string) bool {
-	lo, hi := p.recordedRange(rs)
-	if !schemaversion.Valid(lo) || (hi != "" && !schemaversion.Valid(hi)) {
-		return false
-	}
-	return schemaversion.AtLeast(version, lo) && (hi == "" || schemaversion.AtLeast(hi, version))
-}
-
-// recordedRange is rs's schema range as contractRangeOK reads it (hi "" is unbounded).
-func (p *planner) recordedRange(rs *appsv1.ReplicaSet) (lo, hi string) {
-	lo, hasLo := rs.Annotations[annotationSchemaMin]
-	hi, hasHi := rs.Annotations[annotationSchemaMax]
-	if !hasLo && !hasHi && rs.Labels[LabelRevision] == p.update {
-		if c := p.rsvc.Spec.Schema.Compatibility; c != nil {
-			lo, hi = c.Min, c.Max
-		}
-	}
-	if lo == "" {
-		lo = RequiredSchema(rs)
-	}
-	return lo, hi
+	return p.revisionRange(rs).contains(version)
 }
 
 // contractFloor is, for rollback safety, the highest version a contract of this RoutingService

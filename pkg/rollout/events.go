@@ -9,6 +9,7 @@ import (
 // Event reasons recorded on a RoutingService, one per transition.
 const (
 	EventMigrationStarted    = "MigrationStarted"                             // a migration Job was created
+	EventBreakingMigration   = "BreakingMigration"                            // a migration started with allowBreakingMigration breaks a revision
 	EventSchemaConfirmed     = routingv1alpha1.ReasonSchemaConfirmed          // the gate opened
 	EventMigrationFailed     = routingv1alpha1.ReasonMigrationFailed          // the Job failed
 	EventMigrationDeadline   = routingv1alpha1.ReasonMigrationDeadline        // the Job ran past its deadline

@@ -36,7 +36,8 @@ func (p *planner) handleFailure() {
 		return
 	}
 
-	var rolling, back, stuck []string
+	var rolling, back, stuck, refused []string
+	db := p.databaseVersion()
 	for _, shard := range p.rsvc.Spec.Shards {
 		ss := p.shardStatus(shard.Name)
 		set := p.set(shard.Name)
@@ -50,6 +51,12 @@ func (p *planner) handleFailure() {
 			continue
 		}
 		target := p.lastServed(shard.Name, failed)
+		if target != nil && !p.revisionRange(target).contains(db) {
+			// The revision that served it last cannot run on the database as it is now: the shard
+			// holds on the revision that works (rolling forward still works).
+			refused = append(refused, fmt.Sprintf("shard %s to revision %s (runs on %s)", shard.Name, revisionOf(target), p.revisionRange(target)))
+			continue
+		}
 		if target == nil || !p.mayRun(target) {
 			stuck = append(stuck, shard.Name)
 			continue
@@ -75,6 +82,9 @@ func (p *planner) handleFailure() {
 		p.rollTowardsRS(shard, target, b, "rollback", false)
 	}
 	switch {
+	case len(refused) > 0:
+		p.stall(routingv1alpha1.ReasonRollbackRefused, fmt.Sprintf("%s; the rollback of %s is refused: the database reports schema %s, outside that revision's range, so the shard holds on revision %s, which runs on it (roll forward with a fixed spec)",
+			msg, strings.Join(refused, ", "), orNone(db), p.update))
 	case len(rolling) > 0:
 		p.stall(f.Reason, fmt.Sprintf("%s; rolling back %s to the revisions that served them last", msg, shardList(rolling)))
 	case len(stuck) > 0:

@@ -48,10 +48,19 @@ import (
 // the cluster. The seed corpus is testdata/fuzz/FuzzCompute (see TestFuzzComputeSeedCorpus).
 //
 // Properties, checked on the plan and again on a second Compute from the first plan's status:
-//   - I1: no action creates a ReplicaSet unless spec.schema.version is confirmed, and none scales
-//     a ReplicaSet up whose RequiredSchema is above the highest confirmed version. Confirmed means
-//     by a Job the RoutingService controls (metav1.IsControlledBy), whose Complete condition is
-//     True and whose name is MigrationJobName(name, its schema-version label, its attempt label);
+//   - I1: no action creates a ReplicaSet unless the oldest schema of the spec's range
+//     (spec.schema.compatibility.min, else spec.schema.version) is confirmed, and none scales a
+//     ReplicaSet up whose RequiredSchema (for the update revision: that oldest schema) is above
+//     the highest confirmed version, whatever its hand-edited range annotations say (they never
+//     widen). Confirmed means by a Job the RoutingService controls (metav1.IsControlledBy), whose
+//     Complete condition is True and whose name is MigrationJobName(name, its schema-version
+//     label, its attempt label);
+//   - the expand gate: no migration Job for V is created, unless allowBreakingMigration, while a
+//     ReplicaSet of another revision than the update revision serves (asks for or has pods) and
+//     cannot run on V: V below its RequiredSchema, or above a valid schema-max annotation (one
+//     that is not a version leaves only its RequiredSchema);
+//   - rollback safety: no ReplicaSet of another revision is scaled up whose valid schema-max
+//     annotation is below the version the database reports (status.schema.reportedVersion);
 //   - SchemaReady is True only when such a Job confirms a version >= spec.schema.version, and the
 //     stored status never changes SchemaReady's status (the same cluster with an empty status
 //     gives the same answer);
@@ -149,19 +158,49 @@ func checkFuzzPlan(t *testing.T, which string, o Observed, plan Plan) {
 	}
 	rsvc := o.RoutingService
 	confirmed := fuzzConfirmed(rsvc, o.Jobs, o.Pods)
+	oldest := rsvc.Spec.Schema.Version
+	if c := rsvc.Spec.Schema.Compatibility; c != nil && c.Min != "" {
+		oldest = c.Min
+	}
+	update := Revision(&rsvc.Spec)
 	adopted := map[*appsv1.ReplicaSet]bool{}
 	for i, a := range plan.Actions {
 		_ = a.String()
 		switch a.Kind {
 		case CreateReplicaSet:
-			if !schemaversion.AtLeast(confirmed, rsvc.Spec.Schema.Version) {
-				t.Fatalf("%s: I1: action %d %s: spec.schema.version %q is not confirmed (confirmed %q)", which, i, a, rsvc.Spec.Schema.Version, confirmed)
+			if !schemaversion.AtLeast(confirmed, oldest) {
+				t.Fatalf("%s: I1: action %d %s: the oldest schema of the spec's range, %q, is not confirmed (confirmed %q)", which, i, a, oldest, confirmed)
 			}
 		case ScaleReplicaSet:
-			if need := RequiredSchema(a.ReplicaSet); a.Replicas > replicasOf(a.ReplicaSet) && need != "" && !schemaversion.AtLeast(confirmed, need) {
+			need := RequiredSchema(a.ReplicaSet)
+			if a.ReplicaSet.Labels[LabelRevision] == update && schemaversion.Valid(oldest) && schemaversion.AtLeast(need, oldest) {
+				need = oldest
+			}
+			if a.Replicas > replicasOf(a.ReplicaSet) && need != "" && !schemaversion.AtLeast(confirmed, need) {
 				t.Fatalf("%s: I1: action %d %s scales up a ReplicaSet requiring schema %q (confirmed %q)", which, i, a, need, confirmed)
 			}
+			if max, ok := a.ReplicaSet.Annotations["schemagate.io/schema-max"]; ok && a.Replicas > replicasOf(a.ReplicaSet) && a.ReplicaSet.Labels[LabelRevision] != update &&
+				schemaversion.Valid(max) && plan.Status.Schema.ReportedVersion != "" && !schemaversion.AtLeast(max, plan.Status.Schema.ReportedVersion) {
+				t.Fatalf("%s: action %d %s scales up a revision whose newest schema %s is below the reported %s: a rollback to a revision that cannot run", which, i, a, max, plan.Status.Schema.ReportedVersion)
+			}
 		case CreateJob:
+			if a.Job.Labels[LabelComponent] == ComponentMigration && !rsvc.Spec.Schema.AllowBreakingMigration {
+				v := a.Job.Labels[LabelSchemaVersion]
+				for _, rs := range o.ReplicaSets {
+					if !metav1.IsControlledBy(rs, rsvc) || rs.DeletionTimestamp != nil || rs.Labels[LabelComponent] != ComponentRouting ||
+						rs.Labels[LabelRevision] == update || (replicasOf(rs) == 0 && rs.Status.Replicas == 0) {
+						continue
+					}
+					need := RequiredSchema(rs)
+					max, hasMax := rs.Annotations["schemagate.io/schema-max"]
+					if hasMax && !schemaversion.Valid(max) {
+						max = need
+					}
+					if !schemaversion.AtLeast(v, need) || (hasMax && !schemaversion.AtLeast(max, v)) {
+						t.Fatalf("%s: action %d %s: a migration to %s while %s (requires %q, max %q) serves", which, i, a, v, rs.Name, need, max)
+					}
+				}
+			}
 			if a.Job.Labels[LabelComponent] == ComponentShardCheck {
 				// A shard check tests the service, not the database: it may run beside anything.
 				break
@@ -217,6 +256,14 @@ func checkFuzzPlan(t *testing.T, which string, o Observed, plan Plan) {
 		}
 	}
 	st := plan.Status
+	if revs := st.Schema.Revisions; len(revs) > maxRevisionSchemas {
+		t.Fatalf("%s: %d status.schema.revisions, beyond the CRD's bound", which, len(revs))
+	}
+	for _, r := range st.Schema.Revisions {
+		if len(r.Revision) > 63 || len(r.Min) > 63 || len(r.Max) > 63 || len(r.Shards) > 64 {
+			t.Fatalf("%s: status.schema.revisions entry beyond the CRD's bounds: %+v", which, r)
+		}
+	}
 	if c := meta.FindStatusCondition(st.Conditions, routingv1alpha1.ConditionSchemaReady); c != nil && c.Status == metav1.ConditionTrue &&
 		!schemaversion.AtLeast(confirmed, rsvc.Spec.Schema.Version) && conditionStatus(rsvc.Status, routingv1alpha1.ConditionSchemaReady) != metav1.ConditionTrue {
 		t.Fatalf("%s: SchemaReady=True (%s) but schema %q is not confirmed by a migration Job (confirmed %q)", which, c.Message, rsvc.Spec.Schema.Version, confirmed)
@@ -359,6 +406,13 @@ type fuzzCluster struct {
 	Adopted uint8
 	// Records are the ControllerRevisions labelled for the RoutingService (revision records).
 	Records []fuzzRecord
+	// Compat sets spec.schema.compatibility: none, [version, version], [1, version], [1, no
+	// newest], [0, 2], or none with allowBreakingMigration.
+	Compat uint8
+	// Ranges[i] hand-edits the range annotations of the i-th ReplicaSet (in the order they are
+	// built): none, min 0, max 1, max 9, min "x", max "" (not a version), none at all, min 3 with
+	// max 2, a max of 70 digits (beyond the CRD's bound for status).
+	Ranges []uint8
 }
 
 // fuzzRecord is a revision record (history.go) a cluster may hold.
@@ -577,6 +631,18 @@ func fuzzObserved(statusIn, clusterIn []byte, clock int64) Observed {
 		rsvc.Annotations = annotations
 	}
 
+	switch v := rsvc.Spec.Schema.Version; c.Compat % 6 {
+	case 1:
+		rsvc.Spec.Schema.Compatibility = &routingv1alpha1.SchemaCompatibility{Max: v}
+	case 2:
+		rsvc.Spec.Schema.Compatibility = &routingv1alpha1.SchemaCompatibility{Min: "1", Max: v}
+	case 3:
+		rsvc.Spec.Schema.Compatibility = &routingv1alpha1.SchemaCompatibility{Min: "1"}
+	case 4:
+		rsvc.Spec.Schema.Compatibility = &routingv1alpha1.SchemaCompatibility{Min: "0", Max: "2"}
+	case 5:
+		rsvc.Spec.Schema.AllowBreakingMigration = true
+	}
 	revs := fuzzRevs{update: Revision(&rsvc.Spec), old1: fuzzRevision("app:v0", "1"), old2: fuzzRevision("app:v1", "1")}
 	rsvc.Status = fuzzStatusFrom(statusIn, revs, rsvc)
 
@@ -612,6 +678,32 @@ func fuzzObserved(statusIn, clusterIn []byte, clock int64) Observed {
 	}
 	for i, f := range c.Records {
 		o.ControllerRevisions = append(o.ControllerRevisions, fuzzRevisionRecord(rsvc, other, f, revs, i))
+	}
+	for i, r := range c.Ranges {
+		if i >= len(o.ReplicaSets) {
+			break
+		}
+		a := o.ReplicaSets[i].Annotations
+		switch r % 9 {
+		case 1:
+			a["schemagate.io/schema-min"] = "0"
+		case 2:
+			a["schemagate.io/schema-max"] = "1"
+		case 3:
+			a["schemagate.io/schema-max"] = "9"
+		case 4:
+			a["schemagate.io/schema-min"] = "x"
+		case 5:
+			a["schemagate.io/schema-max"] = ""
+		case 6:
+			delete(a, "schemagate.io/schema-min")
+			delete(a, "schemagate.io/schema-max")
+			delete(a, "schemagate.io/schema-range-assumed")
+		case 7:
+			a["schemagate.io/schema-min"], a["schemagate.io/schema-max"] = "3", "2"
+		case 8:
+			a["schemagate.io/schema-max"] = strings.Repeat("9", 70)
+		}
 	}
 	for i, f := range c.Jobs {
 		o.Jobs = append(o.Jobs, fuzzMigrationJob(rsvc, other, f, i))
@@ -1126,6 +1218,17 @@ func fuzzComputeSeeds() []fuzzSeed {
 		}
 	}
 	return []fuzzSeed{
+		// The expand gate: v1 serves every shard and its ReplicaSets say it runs on schema 1 only
+		// (Ranges 2: max 1): the migration to 2 is refused. With Compat 2, v2 runs on [1, 2]:
+		// binary-first, shards roll before the migration.
+		{name: "expand-refused-by-a-serving-revision", status: `{"stableRevision":"@O2"}`, cluster: func(c *fuzzCluster) {
+			v2Update(c)
+			c.Ranges = []uint8{2, 2, 2}
+		}},
+		{name: "binary-first", status: `{"stableRevision":"@O2"}`, cluster: func(c *fuzzCluster) {
+			v2Update(c)
+			c.Compat, c.Ranges = 2, []uint8{2, 2, 2}
+		}},
 		// The known crasher (S-19): a step that needs a start time has none, with the gate open.
 		{name: "progressing-without-start-time", status: `{"shards":[{"name":"us-east","step":"Progressing","stepRevision":"@U"}]}`, cluster: confirmed},
 		{name: "baking-without-start-time", status: `{"shards":[{"name":"us-east","step":"Baking","stepRevision":"@U"}]}`, cluster: usEastServing},

@@ -30,9 +30,12 @@ func ReplicaSetLabels(rsvcName, shard, revision string) map[string]string {
 
 // NewReplicaSet builds the ReplicaSet of revision in shard: spec.template with the shard's
 // nodeSelector merged in (the shard's entries win), schemagate's labels, minReadySeconds from the
-// strategy, and a controller reference to rsvc.
+// strategy, the schema version it requires and the range it runs on as annotations (ranges.go),
+// and a controller reference to rsvc.
 func NewReplicaSet(rsvc *routingv1alpha1.RoutingService, shard routingv1alpha1.ShardSpec, revision string, replicas int32) *appsv1.ReplicaSet {
 	labels := ReplicaSetLabels(rsvc.Name, shard.Name, revision)
+	annotations := rangeAnnotations(&rsvc.Spec.Schema)
+	annotations[annotationSchemaVersion] = rsvc.Spec.Schema.Version
 	tmpl := *rsvc.Spec.Template.DeepCopy()
 	tmpl.Labels = mergeLabels(tmpl.Labels, labels)
 	if len(shard.NodeSelector) > 0 {
@@ -46,7 +49,7 @@ func NewReplicaSet(rsvc *routingv1alpha1.RoutingService, shard routingv1alpha1.S
 			Name:            ReplicaSetName(rsvc.Name, shard.Name, revision),
 			Namespace:       rsvc.Namespace,
 			Labels:          maps.Clone(labels),
-			Annotations:     map[string]string{annotationSchemaVersion: rsvc.Spec.Schema.Version},
+			Annotations:     annotations,
 			OwnerReferences: []metav1.OwnerReference{controllerRef(rsvc)},
 		},
 		Spec: appsv1.ReplicaSetSpec{

@@ -44,7 +44,7 @@ func Compute(o Observed) Plan {
 	case p.failed():
 		p.handleFailure()
 	case p.checksInvalid():
-	case p.gateOpen:
+	case p.gateOpen || p.binaryFirst:
 		p.promote()
 	case p.activityReason == "":
 		p.setActivity(routingv1alpha1.ReasonWaitingForSchema, fmt.Sprintf("revision %s waits for schema %s; every shard keeps serving what it serves", p.update, p.rsvc.Spec.Schema.Version))
@@ -87,6 +87,9 @@ type planner struct {
 	checks []ownedJob
 	// contracts are the contract Jobs (spec.schema.contract) that count as evidence (contract.go).
 	contracts []ownedJob
+	// contractPhase is the lifecycle phase the contract decided in this reconcile (contract.go);
+	// lifecycle() sets status.schema.phase from it.
+	contractPhase routingv1alpha1.SchemaPhase
 	// approval is a new schemagate.io/approve-contract value, not yet used; approveHandled is the
 	// value handled last (recorded on the ReplicaSets only: controls.go).
 	approval, approveHandled string
@@ -116,6 +119,12 @@ type planner struct {
 	plan   Plan
 
 	gateOpen bool
+	// binaryFirst: the migration to spec.schema.version waits for the shards to roll, since the
+	// update revision runs on the database's current version and a revision that serves (or a
+	// rollback target) does not run on the required one (lifecycle.go); promotion goes on.
+	binaryFirst bool
+	// breaking names the revisions a migration started with allowBreakingMigration breaks.
+	breaking string
 	// holding: the gate is closed while lost evidence is re-established (a check Job runs, or a
 	// steady RoutingService has none configured), and the conditions stay as they were (S-23).
 	holding bool
@@ -254,8 +263,8 @@ func newPlanner(o Observed) *planner {
 // templates rather than trusting names, as the Deployment controller does (S-22): the ReplicaSet
 // named for the revision counts only if its template is the one schemagate would create (a hand
 // edit, or a hash collision, is reported as TemplateMismatch and never counted); when there is
-// none, a ReplicaSet of another name whose template and required schema are the update
-// revision's is that revision (ReplicaSets named by an older schemagate's hash), so an operator
+// none, a ReplicaSet of another name whose template, required schema and recorded range are the
+// update revision's is that revision (ReplicaSets named by an older schemagate's hash), so an operator
 // upgrade that renames revisions re-rolls nothing.
 func (p *planner) matchTemplates() {
 	for _, shard := range p.rsvc.Spec.Shards {
@@ -282,7 +291,7 @@ func (p *planner) matchTemplates() {
 		}
 		for i := len(set.all) - 1; i >= 0; i-- {
 			rs := set.all[i]
-			if !schemaversion.Equal(RequiredSchema(rs), p.rsvc.Spec.Schema.Version) {
+			if !schemaversion.Equal(RequiredSchema(rs), p.rsvc.Spec.Schema.Version) || !p.recordsUpdateRange(rs) {
 				continue
 			}
 			// The revision label inside the template is the candidate's own.
@@ -359,14 +368,14 @@ func (p *planner) sanitizeStatus() {
 	if f := p.status.Failure; f != nil && (f.Reason == "" || f.Revision == "") {
 		p.status.Failure = nil
 	}
-	// Only schemagate's condition types, once each: they are all set on every reconcile, so
+	// Only schemagate's own condition types, once each: they are all set on every reconcile, so
 	// no condition is left stamped with another generation (I4; found by FuzzCompute).
 	seen := map[string]bool{}
 	kept := p.status.Conditions[:0]
 	for _, c := range p.status.Conditions {
 		switch c.Type {
 		case routingv1alpha1.ConditionReady, routingv1alpha1.ConditionReconciling, routingv1alpha1.ConditionStalled,
-			routingv1alpha1.ConditionSchemaReady, routingv1alpha1.ConditionAvailable, routingv1alpha1.ConditionContractReady:
+			routingv1alpha1.ConditionSchemaReady, routingv1alpha1.ConditionAvailable, routingv1alpha1.ConditionContractReady, routingv1alpha1.ConditionRollbackSafe:
 			if !seen[c.Type] {
 				seen[c.Type] = true
 				kept = append(kept, c)
@@ -600,6 +609,10 @@ func (p *planner) rollTowards(shard routingv1alpha1.ShardSpec, revision string, 
 		others = append(others, counts(rs))
 	}
 	newTarget, _ := Step(b, Counts{}, others)
+	if revision == p.update && !p.updateRange().contains(p.confirmedNow()) {
+		// I1: pods only on a schema inside their revision's range (the callers check it too).
+		newTarget = 0
+	}
 	p.act(Action{Kind: CreateReplicaSet, ReplicaSet: NewReplicaSet(p.rsvc, shard, revision, newTarget),
 		Note: fmt.Sprintf("%s: shard %s gets revision %s", why, shard.Name, revision)})
 }
@@ -646,11 +659,20 @@ func (p *planner) rollTowardsRS(shard routingv1alpha1.ShardSpec, target *appsv1.
 }
 
 // provenCounts are rs's counts for Step, with its available pods hidden when its schema is not
-// confirmed, so that Step never grows it as the serving set (I1).
+// confirmed, so that Step never grows it as the serving set (I1). A revision the database is
+// ahead of keeps its available pods counted: they serve, and are not taken away faster than the
+// shard's budget allows (I2); it is never grown either way (mayRun).
 func (p *planner) provenCounts(rs *appsv1.ReplicaSet) Counts {
 	c := counts(rs)
-	if !p.mayRun(rs) {
+	if !p.mayRun(rs) && !p.databaseAheadOf(rs) {
 		c.Available = 0
 	}
 	return c
+}
+
+// databaseAheadOf reports whether the database is confirmed at a schema above the newest rs's
+// revision runs on.
+func (p *planner) databaseAheadOf(rs *appsv1.ReplicaSet) bool {
+	r, db := p.revisionRange(rs), p.confirmedNow()
+	return r.max != "" && db != "" && !schemaversion.AtLeast(r.max, db)
 }

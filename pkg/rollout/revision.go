@@ -71,11 +71,17 @@ func revisionDocument(tmpl any, spec *routingv1alpha1.RoutingServiceSpec) any {
 		}
 		selectors = append(selectors, sel)
 	}
-	return prune(map[string]any{
+	doc := map[string]any{
 		"schemaVersion":      spec.Schema.Version,
 		"shardNodeSelectors": selectors,
 		"template":           canonicalTemplate(tmpl),
-	})
+	}
+	// The range is part of the revision only when declared (pruned when empty), so every revision
+	// of a spec without it keeps its name.
+	if c := spec.Schema.Compatibility; c != nil {
+		doc["compatibility"] = map[string]any{"min": c.Min, "max": c.Max}
+	}
+	return prune(doc)
 }
 
 // canonicalTemplate is steps 2 and 3 of Revision's canonical form, on a pod template as

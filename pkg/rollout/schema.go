@@ -141,10 +141,19 @@ func (p *planner) schemaGate() bool {
 		p.recordJob(latest)
 	}
 
+	if _, err := specRange(&p.rsvc.Spec.Schema); err != nil {
+		// The CRD refuses most such specs (CEL); the rest (versions CEL cannot compare) end here.
+		p.failSchema(routingv1alpha1.ReasonInvalidSchemaRange, fmt.Sprintf("%s: no migration starts and revision %s does not start until the spec is fixed", err, p.update))
+		return false
+	}
 	if ev.confirms(required) && p.needsCheckAfter(ev, latest) {
 		// The migration says so, but only the check's report opens the gate: until then no
 		// revision needing the required version (or above) is scaled up either (mayRun).
 		p.awaitingCheck = required
+	}
+	if ev.confirms(required) && p.awaitingCheck == "" && !p.updateRange().contains(confirmed) {
+		p.databaseAheadOfUpdate(confirmed)
+		return false
 	}
 	if ev.confirms(required) && p.awaitingCheck == "" {
 		switch {
@@ -209,7 +218,7 @@ func (p *planner) schemaGate() bool {
 	default:
 		p.afterFailedAttempt(latest, paused)
 	}
-	if p.stallReason == "" && !p.holding {
+	if p.stallReason == "" && !p.holding && !p.binaryFirst {
 		activity := routingv1alpha1.ReasonMigrating
 		if st.SuspendedSince != nil {
 			activity = routingv1alpha1.ReasonMigrationSuspended
@@ -336,6 +345,11 @@ func (p *planner) startMigration(attempt int32, note string, started func(name s
 		p.requeueAt(p.now.Add(5 * time.Second))
 		return
 	}
+	if !p.expandGate() {
+		// Refused (IncompatibleRevision), or binary-first: the shards roll before it.
+		p.retryWaiting = p.retry != ""
+		return
+	}
 	if pod := p.strayMigrationPod(); pod != nil {
 		// A pod of a migration Job that is gone (deleted with its pods orphaned, or still
 		// terminating) may still be changing the database: two migrations never run at once.
@@ -369,6 +383,9 @@ func (p *planner) startMigration(attempt int32, note string, started func(name s
 	}
 	p.act(Action{Kind: CreateJob, Job: job, Note: note})
 	started(job.Name)
+	if p.breaking != "" {
+		p.event(true, EventBreakingMigration, "migration Job %s to schema %s starts with spec.schema.allowBreakingMigration although %s: planned downtime", job.Name, required, p.breaking)
+	}
 	st.MigrationJob, st.Attempt, st.Cause = job.Name, attempt, ""
 	st.StartTime, st.CompletionTime = &metav1.Time{Time: p.now}, nil
 	deadline := p.now.Add(time.Duration(migrationDeadlineSeconds(p.rsvc))*time.Second + migrationGrace)
@@ -579,8 +596,37 @@ func stopped(j *batchv1.Job) bool {
 }
 
 func (p *planner) migratingMessage(job string, attempt int32, cause string) string {
-	return fmt.Sprintf("migration Job %s (attempt %d) is bringing the schema to %s%s; no pod of revision %s runs until it succeeds",
+	msg := fmt.Sprintf("migration Job %s (attempt %d) is bringing the schema to %s%s; no pod of revision %s runs until it succeeds",
 		job, attempt, p.rsvc.Spec.Schema.Version, cause, p.update)
+	if p.rsvc.Spec.Schema.AllowBreakingMigration {
+		if list := p.incompatibleWith(p.rsvc.Spec.Schema.Version); len(list) > 0 {
+			msg += fmt.Sprintf("; spec.schema.allowBreakingMigration is set, and the migration breaks %s", describeIncompatible(list))
+		}
+	}
+	return msg
+}
+
+// databaseAheadOfUpdate closes the gate when the database is confirmed at a version above the
+// newest the update revision runs on: a spec reverted to an older revision after a later migration
+// (RollbackRefused: the revision served before), or a database moved on by someone else
+// (DatabaseAhead). Nothing of the update revision is created or scaled up; what serves keeps
+// serving.
+func (p *planner) databaseAheadOfUpdate(confirmed string) {
+	reason := routingv1alpha1.ReasonDatabaseAhead
+	what := "the database is ahead of it"
+	served, serves := false, false
+	for _, shard := range p.shardNames() {
+		if rs := p.set(shard).byRev[p.update]; rs != nil {
+			served, serves = served || hasServed(rs), serves || serving(rs)
+		}
+	}
+	if served && !serves {
+		// The spec went back to a revision that served before and serves nowhere now.
+		reason, what = routingv1alpha1.ReasonRollbackRefused, "a rollback to it is refused; roll forward to a revision that runs on it"
+	}
+	msg := fmt.Sprintf("the database is at schema %s, outside the range %s revision %s runs on: %s; nothing of revision %s is created or scaled up, and every shard keeps serving what it serves",
+		confirmed, p.updateRange(), p.update, what, p.update)
+	p.failSchema(reason, msg)
 }
 
 // stopSince is when a migration Job was asked to stop (its Failed or Suspended condition), or its

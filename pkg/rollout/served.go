@@ -112,9 +112,12 @@ func hasServed(rs *appsv1.ReplicaSet) bool {
 	return ok
 }
 
-// mayRun reports whether the schema rs's revision requires is confirmed, so that its pods may run
-// (I1), and rs is not a ReplicaSet whose template does not match its revision. Every scale-up of a
-// ReplicaSet other than through the schema gate checks it.
+// mayRun reports whether the database is confirmed at a schema inside the range rs's revision
+// runs on (revisionRange), so that its pods may run (I1), and rs is not a ReplicaSet whose
+// template does not match its revision. For a revision without a declared range, that is a
+// confirmed schema at or above the one it requires, as before ranges existed. Every scale-up of a
+// ReplicaSet other than through the schema gate checks it; a database ahead of a revision's newest
+// schema scales nothing up on it (DatabaseAhead).
 func (p *planner) mayRun(rs *appsv1.ReplicaSet) bool {
 	if p.untrusted[rs] {
 		return false
@@ -124,5 +127,5 @@ func (p *planner) mayRun(rs *appsv1.ReplicaSet) bool {
 	if p.awaitingCheck != "" && schemaversion.AtLeast(need, p.awaitingCheck) {
 		return false
 	}
-	return need != "" && schemaversion.AtLeast(p.confirmedNow(), need)
+	return need != "" && p.revisionRange(rs).contains(p.confirmedNow())
 }

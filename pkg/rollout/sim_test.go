@@ -414,12 +414,15 @@ func (w *world) run(limit int, done func() bool) {
 	w.t.Fatalf("not done after %d rounds; log:\n%s\nstatus: %+v", limit, strings.Join(w.log, "\n"), w.rsvc.Status)
 }
 
-// checkInvariants checks I1 and I2 on the world as it is now.
+// checkInvariants checks I1 and I2 on the world as it is now. I1: a ReplicaSet asks for pods only
+// while the database is at a schema inside the range its revision runs on (for a revision without
+// a declared range: at or above the schema it requires).
 func (w *world) checkInvariants() {
 	w.t.Helper()
 	for _, rs := range w.rss {
-		if !w.skipI1 && *rs.Spec.Replicas > 0 && !schemaversion.AtLeast(w.confirmed, RequiredSchema(rs)) {
-			w.t.Fatalf("I1: %s has %d replicas but schema %s is not confirmed (confirmed %q)", rs.Name, *rs.Spec.Replicas, RequiredSchema(rs), w.confirmed)
+		if lo, hi := RecordedRange(rs); !w.skipI1 && *rs.Spec.Replicas > 0 &&
+			(!schemaversion.AtLeast(w.confirmed, lo) || (hi != "" && !schemaversion.AtLeast(hi, w.confirmed))) {
+			w.t.Fatalf("I1: %s has %d replicas but the database is at schema %q, outside the range [%s, %s] its revision runs on", rs.Name, *rs.Spec.Replicas, w.confirmed, lo, hi)
 		}
 	}
 	for _, shard := range w.rsvc.Spec.Shards {

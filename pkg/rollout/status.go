@@ -10,12 +10,14 @@ import (
 	routingv1alpha1 "github.com/schemagate/schemagate/api/v1alpha1"
 )
 
-// summarize computes the rest of the status in one place: per-shard counts, the promoted-shards
-// summary, the stable revision, and the Ready, Reconciling, Stalled and Available conditions
-// (SchemaReady is set by the gate). Every condition is set on every reconcile, stamped with the
+// summarize computes the rest of the status in one place: the schema lifecycle's part (phase,
+// revision ranges, RollbackSafe, DatabaseAhead: lifecycle.go), per-shard counts, the
+// promoted-shards summary, the stable revision, and the Ready, Reconciling, Stalled and Available
+// conditions (SchemaReady is set by the gate). Every condition is set on every reconcile, stamped with the
 // generation it describes (I4, scenario S-12); unchanged conditions keep their transition time,
 // so a reconcile that changes nothing produces an identical status and writes nothing.
 func (p *planner) summarize() {
+	p.lifecycle()
 	shards := make([]routingv1alpha1.ShardStatus, 0, len(p.rsvc.Spec.Shards))
 	promoted := 0
 	var short []string

@@ -25,8 +25,9 @@ import (
 // run: the ReplicaSet controller (pods become available one poll after they are asked for), the
 // Job controller, and the database the migrations change. Its rules, by image:
 //
-//   - a ReplicaSet's pods become available only if the namespace's database schema is at least the
-//     schema its revision requires (a readiness probe that checks the schema: scenario S-02), and
+//   - a ReplicaSet's pods become available only if the namespace's database schema is inside the
+//     range its revision runs on (recorded on the ReplicaSet; without one, at least the schema it
+//     requires: a readiness probe that checks the schema, scenario S-02), and
 //     never if the image contains "broken", or "broken-in-<shard>" for its own shard;
 //   - a migration Job whose image contains "manual" is left running for the test to finish
 //     (finishJob); any other Job succeeds after about 300 ms and moves the database to its version;
@@ -98,7 +99,9 @@ func (f *fakeCluster) syncReplicaSets(ctx context.Context) {
 		want := ptr.Deref(rs.Spec.Replicas, 1)
 		image := rs.Spec.Template.Spec.Containers[0].Image
 		healthy := !strings.Contains(image, "broken") || (strings.Contains(image, "broken-in-") && !strings.Contains(image, "broken-in-"+rs.Labels[rollout.LabelShard]))
-		healthy = healthy && schemaversion.AtLeast(f.schema(rs.Namespace), rollout.RequiredSchema(rs))
+		db := f.schema(rs.Namespace)
+		oldest, newest := rollout.RecordedRange(rs)
+		healthy = healthy && schemaversion.AtLeast(db, oldest) && (newest == "" || schemaversion.AtLeast(newest, db))
 		available := int32(0)
 		if healthy {
 			// Scale-downs take effect at once; new pods become available one poll later.

@@ -1,12 +1,13 @@
 // Package invariants checks the safety invariants of ../shared/docs/scenarios.md on every event a
 // test observes from a real API server, not only at the end of a test:
 //
-//	I1: no ReplicaSet of a revision needing schema N has replicas > 0 before schema >= N is
-//	    confirmed: a migration or check Job the RoutingService controls succeeded (or, for a
-//	    migration Job, a pod of it shows its migration container terminated with exit code 0
-//	    while a sidecar keeps the Job active) and a pod that Job controls left a schema report
-//	    saying >= N and not dirty (with spec.schema.evidence JobSuccess, the migration Job's
-//	    success alone).
+//	I1: no ReplicaSet has replicas > 0 before a schema inside the range its revision runs on
+//	    (the schemagate.io/schema-min and schema-max annotations; without them, schema >= the
+//	    version it requires, N) is confirmed: a migration or check Job the RoutingService
+//	    controls succeeded (or, for a migration Job, a pod of it shows its migration container
+//	    terminated with exit code 0 while a sidecar keeps the Job active) and a pod that Job
+//	    controls left a schema report saying that version and not dirty (with
+//	    spec.schema.evidence JobSuccess, the migration Job's success alone).
 //	I2: in each shard, once it has served, available replicas never drop below
 //	    replicas - maxUnavailable (as the RoutingService's spec says at that moment).
 //	I4: status.observedGeneration never runs ahead of metadata.generation, and every condition
@@ -362,10 +363,10 @@ func (k *Checker) settle(final bool) {
 		if owner == nil {
 			continue
 		}
-		need := rollout.RequiredSchema(p.rs)
+		need, newest := rollout.RecordedRange(p.rs)
 		ok := false
 		for v, at := range k.confirmedAt[p.rs.Namespace+"/"+string(owner.UID)] {
-			if schemaversion.AtLeast(v, need) && at < p.rsRV {
+			if schemaversion.AtLeast(v, need) && (newest == "" || schemaversion.AtLeast(newest, v)) && at < p.rsRV {
 				ok = true
 				break
 			}

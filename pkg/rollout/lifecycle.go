@@ -1,0 +1,472 @@
+package rollout
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	routingv1alpha1 "github.com/schemagate/schemagate/api/v1alpha1"
+	"github.com/schemagate/schemagate/pkg/schemaversion"
+)
+
+// The schema lifecycle of one revision: expand (the migration to spec.schema.version), roll out
+// (shards are promoted), and, with spec.schema.contract, contract. Every revision runs on a range
+// of schema versions (ranges.go); the rules of this file keep every pod inside its range:
+//
+//   - expand gate: the migration to V starts only when every revision that serves a shard, and
+//     every revision failurePolicy would roll a touched shard back to, runs on V
+//     (IncompatibleRevision otherwise; allowBreakingMigration lets it start anyway);
+//   - binary-first: when the expand gate refuses V but the update revision also runs on the
+//     database's current version, shards roll first and the migration follows once no serving or
+//     rollback-target revision excludes V;
+//   - rollback safety: a rollback to a revision whose range does not contain the database's
+//     version is refused (RollbackRefused), and RollbackSafe says so before anything fails;
+//   - database ahead: nothing scales up on a revision whose range does not contain the database's
+//     version (mayRun), and DatabaseAhead says so.
+
+// lifecycleEvidence is what the next phase is decided from, all of it observed in this reconcile.
+type lifecycleEvidence struct {
+	// invalid: the spec's range is not a range that contains spec.schema.version.
+	invalid bool
+	// confirmed: the database is confirmed at a version inside the update revision's range, at or
+	// above spec.schema.version: no migration is needed.
+	confirmed bool
+	// binaryFirst: the migration is needed, but the update revision runs on the database's
+	// current version and a revision that serves, or a rollback target, does not run on the
+	// required one: shards roll first.
+	binaryFirst bool
+	// promoted: the update revision is promoted in every shard.
+	promoted bool
+	// contract: spec.schema.contract is set (the contract phases are decided there).
+	contract bool
+	// contractPhase is the phase the contract decided (contract.go): RollbackWindow, Contracting
+	// or Complete; "" while it waits for the shards, or without a contract.
+	contractPhase routingv1alpha1.SchemaPhase
+}
+
+// nextSchemaPhase decides the lifecycle phase from the evidence: Expanding while the required
+// schema is not confirmed (the migration runs, waits, or is refused), RollingOut while shards are
+// promoted (after the migration, or before it when binary-first), Complete once every shard is
+// promoted on a confirmed schema and no contract follows. With a contract, the phases after
+// RollingOut are the contract's.
+func nextSchemaPhase(e lifecycleEvidence) routingv1alpha1.SchemaPhase {
+	switch {
+	case e.invalid:
+		return routingv1alpha1.SchemaPhaseExpanding
+	case e.contract && e.contractPhase != "":
+		return e.contractPhase
+	case e.confirmed && e.promoted && !e.contract:
+		return routingv1alpha1.SchemaPhaseComplete
+	case e.confirmed:
+		return routingv1alpha1.SchemaPhaseRollingOut
+	case e.binaryFirst && !e.promoted:
+		return routingv1alpha1.SchemaPhaseRollingOut
+	default:
+		return routingv1alpha1.SchemaPhaseExpanding
+	}
+}
+
+// incompatible is a revision that cannot run on a version: the range it runs on, the shards it
+// serves and the shards whose rollback would return to it.
+type incompatible struct {
+	revision   string
+	rng        schemaRange
+	serves     []string
+	rollbackOf []string
+	newest     metav1.Time
+}
+
+func (i incompatible) String() string {
+	var where []string
+	if len(i.serves) > 0 {
+		where = append(where, "serves "+strings.Join(i.serves, ", "))
+	}
+	if len(i.rollbackOf) > 0 {
+		where = append(where, "is the rollback target of "+strings.Join(i.rollbackOf, ", "))
+	}
+	return fmt.Sprintf("revision %s (runs on %s) %s", i.revision, i.rng, strings.Join(where, " and "))
+}
+
+// serving reports whether rs asks for or has pods.
+func serving(rs *appsv1.ReplicaSet) bool {
+	return replicasOf(rs) > 0 || rs.Status.Replicas > 0
+}
+
+// shardNames are the shards of the spec, in spec order, then the others (shards removed from the
+// spec whose ReplicaSets remain) by name.
+func (p *planner) shardNames() []string {
+	var names []string
+	seen := map[string]bool{}
+	for _, s := range p.rsvc.Spec.Shards {
+		if !seen[s.Name] {
+			seen[s.Name] = true
+			names = append(names, s.Name)
+		}
+	}
+	var rest []string
+	for name := range p.shards {
+		if !seen[name] {
+			rest = append(rest, name)
+		}
+	}
+	sort.Strings(rest)
+	return append(names, rest...)
+}
+
+// failureTargets are, per shard, the ReplicaSet failurePolicy would roll the shard back to if the
+// update revision failed now: the one that served it last, in each shard the update revision
+// touched, while the update revision is not yet the stable one (a stable revision is not rolled
+// back by a failure or an abort).
+func (p *planner) failureTargets() map[string]*appsv1.ReplicaSet {
+	out := map[string]*appsv1.ReplicaSet{}
+	if p.status.StableRevision == p.update {
+		return out
+	}
+	return p.rollbackTargets(nil)
+}
+
+// plannedView is the ReplicaSets as this reconcile's actions leave them: the status describes the
+// cluster after the plan, so that the next reconcile, which observes it, writes nothing new (I4).
+type plannedView struct {
+	replicas map[*appsv1.ReplicaSet]int32
+	created  map[string][]*appsv1.ReplicaSet
+}
+
+func (p *planner) planned() *plannedView {
+	v := &plannedView{replicas: map[*appsv1.ReplicaSet]int32{}, created: map[string][]*appsv1.ReplicaSet{}}
+	for _, a := range p.plan.Actions {
+		switch a.Kind {
+		case CreateReplicaSet:
+			v.created[a.ReplicaSet.Labels[LabelShard]] = append(v.created[a.ReplicaSet.Labels[LabelShard]], a.ReplicaSet)
+		case ScaleReplicaSet:
+			v.replicas[a.ReplicaSet] = a.Replicas
+		}
+	}
+	return v
+}
+
+// all is shard's ReplicaSets, observed (nil view) or as planned.
+func (v *plannedView) all(p *planner, shard string) []*appsv1.ReplicaSet {
+	if v == nil {
+		return p.set(shard).all
+	}
+	return append(append([]*appsv1.ReplicaSet{}, p.set(shard).all...), v.created[shard]...)
+}
+
+// serving reports whether rs asks for (observed, or as planned) or has pods.
+func (v *plannedView) serving(rs *appsv1.ReplicaSet) bool {
+	if v != nil {
+		if n, ok := v.replicas[rs]; ok {
+			return n > 0 || rs.Status.Replicas > 0
+		}
+	}
+	return serving(rs)
+}
+
+// rollbackTargets are, per shard the update revision touched, the ReplicaSet that served it last
+// before: where a rollback, an abort or a spec reverted in Git returns it (observed with a nil
+// view, else as planned).
+func (p *planner) rollbackTargets(v *plannedView) map[string]*appsv1.ReplicaSet {
+	out := map[string]*appsv1.ReplicaSet{}
+	for _, shard := range p.shardNames() {
+		var cur *appsv1.ReplicaSet
+		for _, rs := range v.all(p, shard) {
+			if revisionOf(rs) == p.update && !p.untrusted[rs] && (rs == p.set(shard).byRev[p.update] || !p.set(shard).contains(rs)) {
+				cur = rs
+			}
+		}
+		if cur == nil || !v.serving(cur) {
+			continue
+		}
+		if rs := p.lastServed(shard, cur); rs != nil {
+			out[shard] = rs
+		}
+	}
+	return out
+}
+
+// incompatibleWith lists the revisions that serve a shard, or that failurePolicy would roll a
+// touched shard back to, and whose range does not contain version, newest first. It reads the
+// ReplicaSets of every shard, never the status.
+func (p *planner) incompatibleWith(version string) []incompatible {
+	byRev := map[string]*incompatible{}
+	var order []string
+	add := func(rs *appsv1.ReplicaSet, shard string, target bool) {
+		r := p.revisionRange(rs)
+		if r.contains(version) {
+			return
+		}
+		rev := revisionOf(rs)
+		in := byRev[rev]
+		if in == nil {
+			in = &incompatible{revision: rev, rng: r}
+			byRev[rev] = in
+			order = append(order, rev)
+		}
+		if target {
+			in.rollbackOf = appendOnce(in.rollbackOf, shard)
+		} else {
+			in.serves = appendOnce(in.serves, shard)
+		}
+		if in.newest.Before(&rs.CreationTimestamp) {
+			in.newest = rs.CreationTimestamp
+		}
+	}
+	for _, shard := range p.shardNames() {
+		for _, rs := range p.set(shard).all {
+			if serving(rs) {
+				add(rs, shard, false)
+			}
+		}
+	}
+	targets := p.failureTargets()
+	for _, shard := range p.shardNames() {
+		if rs := targets[shard]; rs != nil {
+			add(rs, shard, true)
+		}
+	}
+	out := make([]incompatible, 0, len(order))
+	for _, rev := range order {
+		out = append(out, *byRev[rev])
+	}
+	sort.SliceStable(out, func(i, j int) bool { return out[j].newest.Before(&out[i].newest) })
+	return out
+}
+
+func appendOnce(xs []string, x string) []string {
+	for _, y := range xs {
+		if y == x {
+			return xs
+		}
+	}
+	return append(xs, x)
+}
+
+func describeIncompatible(list []incompatible) string {
+	parts := make([]string, 0, len(list))
+	for _, in := range list {
+		parts = append(parts, in.String())
+	}
+	return strings.Join(parts, "; ")
+}
+
+// expandVerdict is what the expand gate decides about a migration that is due.
+type expandVerdict int
+
+const (
+	// expandStart: no revision stands in the migration's way.
+	expandStart expandVerdict = iota
+	// expandBreaking: revisions stand in its way, and allowBreakingMigration says to go on.
+	expandBreaking
+	// expandBinaryFirst: revisions stand in its way, and the update revision runs on the
+	// database's current schema: shards roll first, the migration follows.
+	expandBinaryFirst
+	// expandRefused: revisions stand in its way and nothing else can move: IncompatibleRevision.
+	expandRefused
+)
+
+// decideExpand is the expand gate's rule, from what it observed: how many revisions that serve
+// or that a rollback would return to cannot run on the migration's version, whether
+// allowBreakingMigration is set, and whether the update revision runs on the current schema.
+func decideExpand(incompatible int, allowBreaking, updateRunsOnCurrent bool) expandVerdict {
+	switch {
+	case incompatible == 0:
+		return expandStart
+	case allowBreaking:
+		return expandBreaking
+	case updateRunsOnCurrent:
+		return expandBinaryFirst
+	default:
+		return expandRefused
+	}
+}
+
+// expandGate decides whether the migration to spec.schema.version may start now. It returns true
+// when it may (no revision stands in its way, or allowBreakingMigration says to go on); otherwise
+// it sets the SchemaReady condition: binary-first when the update revision runs on the database's
+// current version (shards roll first), IncompatibleRevision (Stalled) when it does not.
+func (p *planner) expandGate() bool {
+	required := p.rsvc.Spec.Schema.Version
+	list := p.incompatibleWith(required)
+	current := p.confirmedNow()
+	switch decideExpand(len(list), p.rsvc.Spec.Schema.AllowBreakingMigration, p.updateRange().contains(current)) {
+	case expandStart:
+		return true
+	case expandBreaking:
+		p.breaking = describeIncompatible(list)
+		return true
+	case expandBinaryFirst:
+		p.binaryFirst = true
+		p.schemaCondition(metav1.ConditionFalse, routingv1alpha1.ReasonMigrationPending, fmt.Sprintf(
+			"binary first: revision %s runs on %s, which contains the database's schema %s, so shards roll before the migration; the migration to %s starts once no revision that serves or that a rollback would return to excludes it: %s",
+			p.update, p.updateRange(), current, required, describeIncompatible(list)))
+		return false
+	}
+	p.failSchema(routingv1alpha1.ReasonIncompatibleRevision, fmt.Sprintf(
+		"the migration to schema %s is refused before its Job exists: %s; revision %s (runs on %s) cannot run on the database's schema %s either, so it cannot roll first (declare spec.schema.compatibility so that the old and new revisions share a schema, or set spec.schema.allowBreakingMigration for planned downtime)",
+		required, describeIncompatible(list), p.update, p.updateRange(), orNone(current)))
+	return false
+}
+
+// databaseVersion is the version the database last reported (status.schema.reportedVersion), or
+// the confirmed one when no report was read (evidence JobSuccess).
+//
+// A contract this RoutingService ran (or runs) counts too, whatever is left of its report
+// (contractFloor): a lost or hand-edited report never makes a revision whose range ends below the
+// contract look safe to roll back to.
+func (p *planner) databaseVersion() string {
+	v := p.status.Schema.ReportedVersion
+	if v == "" {
+		v = p.confirmedNow()
+	}
+	if floor := p.contractFloor(); floor != "" && (v == "" || !schemaversion.AtLeast(v, floor)) {
+		v = floor
+	}
+	return v
+}
+
+// lifecycle computes the schema lifecycle's part of the status, in one place: the phase, the
+// ranges of the revisions that serve or that a rollback would return to, the RollbackSafe
+// condition, and DatabaseAhead when a serving revision does not run on the database's version.
+func (p *planner) lifecycle() {
+	st := &p.status.Schema
+	_, err := specRange(&p.rsvc.Spec.Schema)
+	phase := nextSchemaPhase(lifecycleEvidence{
+		invalid:     err != nil,
+		confirmed:   p.gateOpen || p.holding,
+		binaryFirst: p.binaryFirst,
+		promoted:    p.allPromoted(),
+		contract:    p.rsvc.Spec.Schema.Contract != nil,
+		contractPhase: p.contractPhase,
+	})
+	st.Phase, st.PhaseSince = phase, notAfter(st.PhaseSince, p.now)
+	if p.rsvc.Status.Schema.Phase != phase || st.PhaseSince == nil {
+		st.PhaseSince = &metav1.Time{Time: p.now}
+	}
+	if p.binaryFirst && p.rolloutComplete() {
+		// The update revision becomes the stable one in this reconcile, so the older revision is
+		// no rollback target any more: the migration may start on the next reconcile, which no
+		// watch event would trigger (the status write is none).
+		p.requeueAt(p.now.Add(time.Second))
+	}
+	view := p.planned()
+	st.Revisions = p.revisionSchemas(view)
+
+	db := p.databaseVersion()
+	var unsafe []string
+	targets := p.rollbackTargets(view)
+	for _, shard := range p.shardNames() {
+		if rs := targets[shard]; rs != nil && !p.revisionRange(rs).contains(db) {
+			unsafe = append(unsafe, fmt.Sprintf("shard %s to revision %s (runs on %s)", shard, revisionOf(rs), p.revisionRange(rs)))
+		}
+	}
+	switch {
+	case len(unsafe) > 0:
+		p.setCondition(routingv1alpha1.ConditionRollbackSafe, metav1.ConditionFalse, routingv1alpha1.ReasonRollbackUnsafe, fmt.Sprintf(
+			"the database reports schema %s, outside the range of a revision a rollback would return to: %s; such a rollback is refused, and rolling forward still works",
+			orNone(db), strings.Join(unsafe, ", ")))
+	case len(targets) == 0:
+		p.setCondition(routingv1alpha1.ConditionRollbackSafe, metav1.ConditionTrue, routingv1alpha1.ReasonRollbackAvailable, fmt.Sprintf(
+			"no shard has an earlier revision to roll back to from revision %s", p.update))
+	default:
+		p.setCondition(routingv1alpha1.ConditionRollbackSafe, metav1.ConditionTrue, routingv1alpha1.ReasonRollbackAvailable, fmt.Sprintf(
+			"every revision a rollback would return to runs on the database's schema %s", orNone(db)))
+	}
+
+	if p.stallReason != "" || p.rsvc.Spec.Schema.AllowBreakingMigration || db == "" {
+		return
+	}
+	var ahead []string
+	for _, rs := range st.Revisions {
+		r := schemaRange{min: rs.Min, max: rs.Max}
+		if len(rs.Shards) > 0 && r.max != "" && !schemaversion.AtLeast(r.max, db) {
+			ahead = append(ahead, fmt.Sprintf("revision %s (runs on %s) serves %s", rs.Revision, r, strings.Join(rs.Shards, ", ")))
+		}
+	}
+	if len(ahead) > 0 {
+		p.stall(routingv1alpha1.ReasonDatabaseAhead, fmt.Sprintf(
+			"the database reports schema %s, which a serving revision does not run on: %s; nothing scales up on it (what serves is not scaled down either)",
+			db, strings.Join(ahead, "; ")))
+	}
+}
+
+// maxRevisionSchemas bounds status.schema.revisions (the CRD's maxItems).
+const maxRevisionSchemas = 16
+
+// revisionSchemas are the ranges of the revisions that serve a shard or that a rollback would
+// return to, newest first, at most maxRevisionSchemas, read from their ReplicaSets.
+func (p *planner) revisionSchemas(view *plannedView) []routingv1alpha1.RevisionSchema {
+	type entry struct {
+		rs     routingv1alpha1.RevisionSchema
+		newest metav1.Time
+	}
+	byRev := map[string]*entry{}
+	var order []string
+	add := func(rs *appsv1.ReplicaSet, shard string) {
+		rev := revisionOf(rs)
+		e := byRev[rev]
+		if e == nil {
+			r := p.revisionRange(rs)
+			e = &entry{rs: routingv1alpha1.RevisionSchema{Revision: rev, Min: r.min, Max: r.max, Assumed: r.assumed}}
+			byRev[rev] = e
+			order = append(order, rev)
+		}
+		if shard != "" {
+			e.rs.Shards = appendOnce(e.rs.Shards, shard)
+		}
+		created := rs.CreationTimestamp
+		if created.IsZero() {
+			// Created by this plan: the newest of all.
+			created = metav1.Time{Time: p.now.Add(time.Hour)}
+		}
+		if e.newest.Before(&created) {
+			e.newest = created
+		}
+	}
+	for _, shard := range p.shardNames() {
+		for _, rs := range view.all(p, shard) {
+			if view.serving(rs) {
+				add(rs, shard)
+			}
+		}
+	}
+	targets := p.rollbackTargets(view)
+	for _, shard := range p.shardNames() {
+		if rs := targets[shard]; rs != nil {
+			add(rs, "")
+		}
+	}
+	sort.SliceStable(order, func(i, j int) bool {
+		a, b := byRev[order[i]], byRev[order[j]]
+		if a.newest.Equal(&b.newest) {
+			return a.rs.Revision < b.rs.Revision
+		}
+		return b.newest.Before(&a.newest)
+	})
+	if len(order) > maxRevisionSchemas {
+		order = order[:maxRevisionSchemas]
+	}
+	var out []routingv1alpha1.RevisionSchema
+	for _, rev := range order {
+		e := byRev[rev]
+		if len(e.rs.Shards) > 64 {
+			e.rs.Shards = e.rs.Shards[:64]
+		}
+		out = append(out, e.rs)
+	}
+	return out
+}
+
+// contains reports whether rs is one of the shard's observed ReplicaSets.
+func (s *shardSet) contains(rs *appsv1.ReplicaSet) bool {
+	for _, x := range s.all {
+		if x == rs {
+			return true
+		}
+	}
+	return false
+}
