@@ -358,12 +358,14 @@ func (w *watcher) summary(act string, start time.Time) {
 	rev := rsvc.Status.UpdateRevision
 	for _, s := range rsvc.Spec.Shards {
 		began, ok := w.firstSeen[fmt.Sprintf("%s/%s/%s", rev, s.Name, routingv1alpha1.ShardStepProgressing)]
-		if !ok {
+		if !ok || began.Before(start) {
+			// Not stepped in this act (a revision that comes back was seen stepping in an
+			// earlier one).
 			continue
 		}
 		ends := []routingv1alpha1.ShardStep{routingv1alpha1.ShardStepPromoted, routingv1alpha1.ShardStepFailed, routingv1alpha1.ShardStepRolledBack}
 		for _, end := range ends {
-			if t, ok := w.firstSeen[fmt.Sprintf("%s/%s/%s", rev, s.Name, end)]; ok {
+			if t, ok := w.firstSeen[fmt.Sprintf("%s/%s/%s", rev, s.Name, end)]; ok && !t.Before(began) {
 				label := fmt.Sprintf("shard %s: %s", s.Name, strings.ToLower(string(end)))
 				if end == routingv1alpha1.ShardStepRolledBack {
 					label = fmt.Sprintf("shard %s: rolled back", s.Name)
