@@ -599,7 +599,6 @@ func (p *planner) contractCondition(status metav1.ConditionStatus, reason, messa
 	p.setCondition(routingv1alpha1.ConditionContractReady, status, reason, message)
 }
 
-
 // contractRangeOK reports whether rs's revision runs on version, by revisionRange (ranges.go),
 // the one place ranges come from.
 func (p *planner) contractRangeOK(rs *appsv1.ReplicaSet, version string) bool {

@@ -336,11 +336,11 @@ func (p *planner) lifecycle() {
 	st := &p.status.Schema
 	_, err := specRange(&p.rsvc.Spec.Schema)
 	phase := nextSchemaPhase(lifecycleEvidence{
-		invalid:     err != nil,
-		confirmed:   p.gateOpen || p.holding,
-		binaryFirst: p.binaryFirst,
-		promoted:    p.allPromoted(),
-		contract:    p.rsvc.Spec.Schema.Contract != nil,
+		invalid:       err != nil,
+		confirmed:     p.gateOpen || p.holding,
+		binaryFirst:   p.binaryFirst,
+		promoted:      p.allPromoted(),
+		contract:      p.rsvc.Spec.Schema.Contract != nil,
 		contractPhase: p.contractPhase,
 	})
 	st.Phase, st.PhaseSince = phase, notAfter(st.PhaseSince, p.now)
