@@ -216,7 +216,7 @@ func TestKubectlGetColumns(t *testing.T) {
 		}
 		lines := strings.SplitN(out, "\n", 3)
 		header = strings.Fields(lines[0])
-		if want := []string{"NAME", "READY", "REASON", "CONFIRMED", "REQUIRED", "SHARDS", "AGE", "STALLED", "UPDATE", "STABLE", "PAUSED", "MESSAGE"}; !slices.Equal(header, want) {
+		if want := []string{"NAME", "READY", "REASON", "CONFIRMED", "REQUIRED", "SHARDS", "AGE", "STALLED", "UPDATE", "STABLE", "PAUSED", "PHASE", "MESSAGE"}; !slices.Equal(header, want) {
 			return fmt.Errorf("wide columns %v, want %v", header, want)
 		}
 		// The update revision and the Ready message are there once the manager has seen it.
