@@ -1,6 +1,7 @@
 package rollout
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"maps"
@@ -60,7 +61,7 @@ func recordSpec(spec *routingv1alpha1.RoutingServiceSpec) *routingv1alpha1.Routi
 // NewRevisionRecord builds the record of rsvc's spec, whose revision is revision, numbered n: a
 // ControllerRevision controlled by rsvc.
 func NewRevisionRecord(rsvc *routingv1alpha1.RoutingService, revision string, n int64) *appsv1.ControllerRevision {
-	data, err := json.Marshal(recordSpec(&rsvc.Spec))
+	data, err := canonicalJSON(recordSpec(&rsvc.Spec))
 	if err != nil {
 		// Marshalling API types cannot fail; a panic here is a programming error.
 		panic(err)
@@ -80,6 +81,26 @@ func NewRevisionRecord(rsvc *routingv1alpha1.RoutingService, revision string, n 
 		Data:     runtime.RawExtension{Raw: data},
 		Revision: n,
 	}
+}
+
+// canonicalJSON encodes v as the API server re-encodes a ControllerRevision's data when it
+// applies a patch to the object: object keys sorted, numbers as written. A ControllerRevision's
+// data is immutable, so data in any other form (encoding/json writes struct fields in declaration
+// order) makes every later patch of the record fail with "data: field is immutable": the garbage
+// collector could then not orphan it, and a RoutingService deleted with --cascade=orphan never
+// went away.
+func canonicalJSON(v any) ([]byte, error) {
+	raw, err := json.Marshal(v)
+	if err != nil {
+		return nil, err
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	var doc any
+	if err := dec.Decode(&doc); err != nil {
+		return nil, err
+	}
+	return json.Marshal(doc)
 }
 
 // maxRecordBytes bounds how much of a record's data is decoded (untrusted input).

@@ -1,6 +1,8 @@
 package rollout
 
 import (
+	"bytes"
+	"encoding/json"
 	"strings"
 	"testing"
 	"time"
@@ -211,5 +213,27 @@ func TestHistoryRecordDataIsUntrusted(t *testing.T) {
 		if verifyRecord(cr, rev) != nil {
 			t.Fatalf("%.20q verifies", raw)
 		}
+	}
+}
+
+// A record's data is in the form the API server re-encodes it in when it patches the object
+// (keys sorted, compact): ControllerRevision data is immutable, so any other form makes every
+// later patch of the record fail, the garbage collector's orphaning patch included.
+func TestRevisionRecordDataIsCanonicalJSON(t *testing.T) {
+	rsvc := fixture()
+	rsvc.Spec.Schema.Compatibility = &routingv1alpha1.SchemaCompatibility{Max: "2"}
+	cr := NewRevisionRecord(rsvc, Revision(&rsvc.Spec), 1)
+	var doc any
+	dec := json.NewDecoder(bytes.NewReader(cr.Data.Raw))
+	dec.UseNumber()
+	if err := dec.Decode(&doc); err != nil {
+		t.Fatal(err)
+	}
+	again, err := json.Marshal(doc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(again, cr.Data.Raw) {
+		t.Fatalf("record data is not in the API server's form:\n%s\nre-encoded:\n%s", cr.Data.Raw, again)
 	}
 }
