@@ -26,6 +26,14 @@ const (
 	DefaultProgressDeadlineSeconds int32 = 600
 	// DefaultFailurePolicy is spec.strategy.failurePolicy's default.
 	DefaultFailurePolicy = FailurePolicyRollback
+	// DefaultUnreachablePolicy is spec.strategy.unreachablePolicy's default.
+	DefaultUnreachablePolicy = UnreachableHold
+	// DefaultUnreachableDeadlineSeconds is spec.strategy.unreachableDeadlineSeconds's default, in
+	// seconds.
+	DefaultUnreachableDeadlineSeconds int32 = 600
+	// DefaultClusterSecretKey is the data key of a Cluster API kubeconfig Secret
+	// (<cluster>-kubeconfig), spec.shards[].cluster.secretRef.key's default.
+	DefaultClusterSecretKey = "value"
 	// DefaultRevisionHistoryLimit is spec.strategy.revisionHistoryLimit's default, in ReplicaSets
 	// per shard.
 	DefaultRevisionHistoryLimit int32 = 2
@@ -230,3 +238,49 @@ func (m *Measurement) Timeout() time.Duration {
 // Measured reports whether the check is measured by the manager (http or prometheus) rather than
 // run as a Job.
 func (c *ShardCheck) Measured() bool { return c.Job == nil && (c.HTTP != nil || c.Prometheus != nil) }
+
+// UnreachablePolicyOrDefault returns unreachablePolicy, or DefaultUnreachablePolicy (Hold).
+func (s *RolloutStrategy) UnreachablePolicyOrDefault() UnreachablePolicy {
+	if s.UnreachablePolicy == "" {
+		return DefaultUnreachablePolicy
+	}
+	return s.UnreachablePolicy
+}
+
+// UnreachableDeadline returns unreachableDeadlineSeconds (default 600 s) as a duration.
+func (s *RolloutStrategy) UnreachableDeadline() time.Duration {
+	return time.Duration(ptr.Deref(s.UnreachableDeadlineSeconds, DefaultUnreachableDeadlineSeconds)) * time.Second
+}
+
+// SecretName returns the name of the Secret holding the cluster's credentials: secretRef.name,
+// or Cluster API's <name>-kubeconfig.
+func (c *ShardCluster) SecretName() string {
+	if c.SecretRef != nil && c.SecretRef.Name != "" {
+		return c.SecretRef.Name
+	}
+	return c.Name + "-kubeconfig"
+}
+
+// SecretFormat returns secretRef.format, or Kubeconfig.
+func (c *ShardCluster) SecretFormat() ClusterSecretFormat {
+	if c.SecretRef != nil && c.SecretRef.Format != "" {
+		return c.SecretRef.Format
+	}
+	return ClusterSecretKubeconfig
+}
+
+// SecretKey returns secretRef.key, or DefaultClusterSecretKey ("value").
+func (c *ShardCluster) SecretKey() string {
+	if c.SecretRef != nil && c.SecretRef.Key != "" {
+		return c.SecretRef.Key
+	}
+	return DefaultClusterSecretKey
+}
+
+// NamespaceOr returns namespace, or def (the RoutingService's namespace) when it is unset.
+func (c *ShardCluster) NamespaceOr(def string) string {
+	if c.Namespace != "" {
+		return c.Namespace
+	}
+	return def
+}

@@ -110,4 +110,17 @@ const (
 	ReasonAwaitingApproval   = "AwaitingApproval"
 	ReasonMigrationRunning   = "MigrationRunning"
 	ReasonContractReadyToRun = "ReadyToRun"
+	// ReasonClusterUnreachable: a shard's cluster does not answer; the shard holds what it
+	// serves (Ready=False; Stalled=True after unreachableDeadlineSeconds).
+	ReasonClusterUnreachable = "ClusterUnreachable"
+	// ReasonCredentialsRefused: a shard's cluster refused its credentials, or its Secret is
+	// missing or unusable; the message names the Secret.
+	ReasonCredentialsRefused = "CredentialsRefused"
+	// ReasonClusterConnecting: a shard's cluster client is being set up.
+	ReasonClusterConnecting = "ClusterConnecting"
+	// ReasonManagedByAnotherHub: a shard's cluster is managed by another hub (its anchor says
+	// so); schemagate.io/takeover hands it over.
+	ReasonManagedByAnotherHub = "ManagedByAnotherHub"
+	// ReasonClustersReachable: ClustersReachable=True.
+	ReasonClustersReachable = "ClustersReachable"
 )

@@ -342,7 +342,84 @@ type ShardSpec struct {
 	// template's own entry for the same key.
 	// +optional
 	NodeSelector map[string]string `json:"nodeSelector,omitempty"`
+
+	// cluster places the shard in another Kubernetes cluster (a spoke), reached with the
+	// credentials of a Secret in the RoutingService's namespace. Unset: the shard runs in the
+	// RoutingService's own cluster, as before. The migration and its evidence stay in the
+	// RoutingService's cluster (the hub): no pod of a revision runs in any spoke before its schema
+	// is confirmed there. docs/clusters.md.
+	// +optional
+	Cluster *ShardCluster `json:"cluster,omitempty"`
 }
+
+// ShardCluster names the cluster a shard runs in and how schemagate reaches it.
+type ShardCluster struct {
+	// name identifies the cluster, as Cluster API names it: the kubeconfig is read from the Secret
+	// <name>-kubeconfig, key "value", in the RoutingService's namespace, unless secretRef names
+	// another. A DNS label of at most 50 characters.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=50
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
+	Name string `json:"name"`
+
+	// namespace is the namespace in that cluster the shard's ReplicaSets run in. Default: the
+	// RoutingService's namespace name.
+	// +optional
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
+	Namespace string `json:"namespace,omitempty"`
+
+	// secretRef names the Secret holding the cluster's credentials, when it is not
+	// <name>-kubeconfig.
+	// +optional
+	SecretRef *ClusterSecretRef `json:"secretRef,omitempty"`
+}
+
+// ClusterSecretFormat says how a cluster Secret holds its credentials.
+// +kubebuilder:validation:Enum=Kubeconfig;ArgoCD
+type ClusterSecretFormat string
+
+const (
+	// ClusterSecretKubeconfig: a kubeconfig under key (default "value"), as Cluster API writes
+	// <cluster>-kubeconfig. Its current context is used; exec and auth-provider plugins and file
+	// references are refused.
+	ClusterSecretKubeconfig ClusterSecretFormat = "Kubeconfig"
+	// ClusterSecretArgoCD: an Argo CD cluster Secret (keys server and config, the latter JSON
+	// with bearerToken and tlsClientConfig). exec, AWS and username/password configs are refused.
+	ClusterSecretArgoCD ClusterSecretFormat = "ArgoCD"
+)
+
+// ClusterSecretRef names a Secret in the RoutingService's namespace.
+type ClusterSecretRef struct {
+	// name is the Secret's name.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	Name string `json:"name"`
+	// format is Kubeconfig (default) or ArgoCD.
+	// +optional
+	// +kubebuilder:default=Kubeconfig
+	Format ClusterSecretFormat `json:"format,omitempty"`
+	// key is the data key holding the kubeconfig (format Kubeconfig). Default "value".
+	// +optional
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	Key string `json:"key,omitempty"`
+}
+
+// UnreachablePolicy says what the rollout does while a shard's cluster cannot be reached.
+// +kubebuilder:validation:Enum=Hold;Skip
+type UnreachablePolicy string
+
+const (
+	// UnreachableHold: the rollout waits at that shard; the shards after it are not started.
+	UnreachableHold UnreachablePolicy = "Hold"
+	// UnreachableSkip: the shards after it go on; the unreachable shard keeps the revision it
+	// serves and is rolled when its cluster returns. Ready stays False meanwhile.
+	UnreachableSkip UnreachablePolicy = "Skip"
+)
 
 // FailurePolicy says what happens when a shard misses its progress deadline.
 // +kubebuilder:validation:Enum=Rollback;Halt
@@ -409,6 +486,23 @@ type RolloutStrategy struct {
 	// +optional
 	// +kubebuilder:default=Rollback
 	FailurePolicy FailurePolicy `json:"failurePolicy,omitempty"`
+
+	// unreachablePolicy says what the rollout does while a shard's cluster (spec.shards[].cluster)
+	// cannot be reached: Hold (default) waits at that shard, Skip goes on with the shards after it.
+	// Either way the unreachable shard is never counted as promoted, never rolled back, never
+	// scaled or emptied, and the progress deadline is not charged for the time it was unreachable.
+	// +optional
+	// +kubebuilder:default=Hold
+	UnreachablePolicy UnreachablePolicy `json:"unreachablePolicy,omitempty"`
+
+	// unreachableDeadlineSeconds is how long a shard's cluster may stay unreachable, in seconds,
+	// before Stalled=True (reason ClusterUnreachable) says a person is needed. Nothing in any
+	// cluster changes when it passes. Default 600.
+	// +optional
+	// +kubebuilder:default=600
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=604800
+	UnreachableDeadlineSeconds *int32 `json:"unreachableDeadlineSeconds,omitempty"`
 
 	// revisionHistoryLimit is how many scaled-down old ReplicaSets each shard keeps for rollback.
 	// Default 2.
@@ -1000,6 +1094,9 @@ type ShardStatus struct {
 	// under load) still fails within its progress deadline.
 	// +optional
 	ProgressStartTime *metav1.Time `json:"progressStartTime,omitempty"`
+	// cluster reports the shard's cluster (spec.shards[].cluster), when it has one.
+	// +optional
+	Cluster *ShardClusterStatus `json:"cluster,omitempty"`
 	// checks report spec.strategy.checks for this shard and stepRevision, once they ran: one entry
 	// per check and moment (when).
 	// +optional
@@ -1007,6 +1104,44 @@ type ShardStatus struct {
 	// +listMapKey=name
 	// +listMapKey=when
 	Checks []ShardCheckStatus `json:"checks,omitempty"`
+}
+
+// ClusterState is how a shard's cluster answers.
+type ClusterState string
+
+const (
+	// ClusterReachable: the spoke answered within the probe timeout and its cache is in sync.
+	ClusterReachable ClusterState = "Reachable"
+	// ClusterConnecting: the spoke's client is being set up or its cache is not yet in sync.
+	ClusterConnecting ClusterState = "Connecting"
+	// ClusterUnreachable: the spoke did not answer (partition, API server down).
+	ClusterUnreachable ClusterState = "Unreachable"
+	// ClusterCredentialsRefused: the spoke answered 401 or 403, or its Secret is missing or holds
+	// no usable credentials.
+	ClusterCredentialsRefused ClusterState = "CredentialsRefused"
+	// ClusterManagedElsewhere: the spoke's anchor names another hub; nothing is written there
+	// until a person asks for a takeover (schemagate.io/takeover).
+	ClusterManagedElsewhere ClusterState = "ManagedElsewhere"
+)
+
+// ShardClusterStatus reports the cluster a shard runs in. While state is not Reachable the
+// shard's step is Unknown: it is not counted as promoted, not rolled back and not scaled.
+type ShardClusterStatus struct {
+	// name is spec.shards[].cluster.name.
+	// +required
+	Name string `json:"name"`
+	// state is Reachable, Connecting, Unreachable, CredentialsRefused or ManagedElsewhere.
+	// +required
+	State ClusterState `json:"state"`
+	// message says why, naming the Secret or the error.
+	// +optional
+	Message string `json:"message,omitempty"`
+	// lastContactTime is when the spoke last answered schemagate.
+	// +optional
+	LastContactTime *metav1.Time `json:"lastContactTime,omitempty"`
+	// unreachableSince is when the state stopped being Reachable; unset while Reachable.
+	// +optional
+	UnreachableSince *metav1.Time `json:"unreachableSince,omitempty"`
 }
 
 // Condition types of a RoutingService. Ready, Reconciling and Stalled follow the kstatus
@@ -1031,6 +1166,10 @@ const (
 	// MigrationRunning, AwaitingApproval, in that order) or ContractFailed, True once it may run
 	// (ReadyToRun), runs (Contracting) or has run (ContractComplete).
 	ConditionContractReady = "ContractReady"
+	// ConditionClustersReachable is set when a shard names a cluster: True while every shard's
+	// cluster answers; False with the reason of the first that does not (ClusterUnreachable,
+	// CredentialsRefused, ClusterConnecting, ManagedByAnotherHub), naming it.
+	ConditionClustersReachable = "ClustersReachable"
 )
 
 // Condition reasons. Each is a CamelCase constant, as Kubernetes conventions ask.
@@ -1099,6 +1238,17 @@ const AnnotationPromote = "schemagate.io/promote"
 // rule of the contract holds. Handled once per value (schemagate.io/handled-approve-contract on
 // the ReplicaSets).
 const AnnotationApproveContract = "schemagate.io/approve-contract"
+
+// AnnotationTakeover, set to the identity of another hub (as a spoke's anchor records it, and
+// status.shards[].cluster.message shows), lets this hub take over the spokes that hub managed:
+// the disaster-recovery case of a second hub. Without it a hub never writes a spoke another hub
+// manages.
+const AnnotationTakeover = "schemagate.io/takeover"
+
+// FinalizerClusters is set on a RoutingService with a shard in another cluster: its deletion
+// removes the spokes' ReplicaSets (through their anchors) where the spokes can be reached, and
+// reports the rest; it never holds the deletion longer than the manager's --spoke-cleanup-timeout.
+const FinalizerClusters = "schemagate.io/clusters"
 
 // RoutingServiceStatus is the observed state of a RoutingService.
 type RoutingServiceStatus struct {

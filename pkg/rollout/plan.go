@@ -44,6 +44,9 @@ type Observed struct {
 	// outside the update revision's ReplicaSets (contract.go). Nil: not counted (the ReplicaSets'
 	// own counts and TerminatingPods still apply).
 	RoutingPods map[types.UID]int32
+	// Clusters describes, by shard name, the cluster of each shard with spec.shards[].cluster
+	// (clusters.go). A shard with a cluster and no entry is read as Connecting: frozen.
+	Clusters map[string]ClusterView
 }
 
 // MeasurementKey names one measured check of one shard, moment and revision.

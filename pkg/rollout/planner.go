@@ -60,7 +60,9 @@ func Compute(o Observed) Plan {
 	// The contract phase (contract.go), once the shard steps are known.
 	p.contract()
 	p.reportRefusals()
+	p.dropFrozenActions()
 	p.summarize()
+	p.clustersCondition()
 	if p.retry != "" && !p.retryWaiting {
 		p.event(false, EventRetryIgnored, "retry %q: no failed migration or shard to retry; nothing changed", p.retry)
 		p.useRetry()
@@ -112,6 +114,9 @@ type planner struct {
 	// stepped records the shards whose ReplicaSets a rolling step or a rollback already acted on in
 	// this reconcile; resize leaves them alone.
 	stepped map[string]bool
+	// frozen are the shards whose cluster is not Reachable, with what is known of it
+	// (clusters.go): no action touches them and they are never counted as promoted.
+	frozen map[string]ClusterView
 	// terminating is Observed.TerminatingPods.
 	terminating map[types.UID]int32
 
@@ -217,6 +222,7 @@ func newPlanner(o Observed) *planner {
 	p.pods = o.Pods
 
 	p.sanitizeStatus()
+	p.readClusters()
 	p.renameRevision()
 	p.status.ObservedGeneration = rsvc.Generation
 	p.status.UpdateRevision = p.update

@@ -35,6 +35,13 @@ func (p *planner) promote() {
 		ss := p.shardStatus(shard.Name)
 		set := p.set(shard.Name)
 		b := p.budget(shard)
+		if view, frozen := p.frozen[shard.Name]; frozen {
+			// Its cluster does not answer: an unreachable cluster is not an empty one (S-37).
+			if p.holdsAtCluster(shard, view) {
+				return
+			}
+			continue
+		}
 		if msg := p.mismatch[shard.Name]; msg != "" {
 			// S-21, S-22: the shard cannot get the revision's ReplicaSet; nothing in it or after it
 			// changes until a person frees the name. A Promoted step stays Promoted in status but

@@ -87,6 +87,8 @@ type world struct {
 	// reconciler does (refusals.go).
 	refusals []Refusal
 	refuse   func(Action) *Refusal
+	// clusters are handed to the planner as Observed.Clusters (shards in other clusters).
+	clusters map[string]ClusterView
 }
 
 func newWorld(t *testing.T) *world {
@@ -95,7 +97,7 @@ func newWorld(t *testing.T) *world {
 }
 
 func (w *world) observed() Observed {
-	o := Observed{RoutingService: w.rsvc.DeepCopy(), Now: w.now, Conflicts: w.conflicts, Refusals: w.refusals}
+	o := Observed{RoutingService: w.rsvc.DeepCopy(), Now: w.now, Conflicts: w.conflicts, Refusals: w.refusals, Clusters: w.clusters}
 	for _, rs := range w.rss {
 		o.ReplicaSets = append(o.ReplicaSets, rs.DeepCopy())
 	}

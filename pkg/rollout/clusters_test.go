@@ -1,0 +1,179 @@
+package rollout
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	routingv1alpha1 "github.com/schemagate/schemagate/api/v1alpha1"
+)
+
+// clustered is the fixture with every shard in its own cluster, all reachable, steady on v1.
+func clustered(t *testing.T) *world {
+	w := newWorld(t)
+	w.clusters = map[string]ClusterView{}
+	for i := range w.rsvc.Spec.Shards {
+		name := w.rsvc.Spec.Shards[i].Name
+		w.rsvc.Spec.Shards[i].Cluster = &routingv1alpha1.ShardCluster{Name: "c-" + name}
+		w.clusters[name] = ClusterView{Name: "c-" + name, State: routingv1alpha1.ClusterReachable, LastContact: w.now}
+	}
+	w.run(200, func() bool { return w.isTrue(routingv1alpha1.ConditionReady) })
+	if c := w.condition(routingv1alpha1.ConditionClustersReachable); c == nil || c.Status != "True" {
+		t.Fatalf("ClustersReachable = %+v, want True", c)
+	}
+	w.log = nil
+	return w
+}
+
+func (w *world) cut(shard string, state routingv1alpha1.ClusterState) {
+	v := w.clusters[shard]
+	v.State, v.Message = state, "dial tcp: connection refused"
+	w.clusters[shard] = v
+}
+
+func (w *world) restore(shard string) {
+	v := w.clusters[shard]
+	v.State, v.Message, v.LastContact = routingv1alpha1.ClusterReachable, "", w.now
+	w.clusters[shard] = v
+}
+
+// actionsOn lists the logged actions that name a ReplicaSet of shard.
+func (w *world) actionsOn(shard string) []string {
+	var out []string
+	for _, l := range w.log {
+		if strings.Contains(l, "rs-a-"+shard+"-") {
+			out = append(out, l)
+		}
+	}
+	return out
+}
+
+// stepOf is the step status.shards says shard is at.
+func (w *world) stepOf(shard string) *routingv1alpha1.ShardStatus {
+	for i := range w.rsvc.Status.Shards {
+		if w.rsvc.Status.Shards[i].Name == shard {
+			return &w.rsvc.Status.Shards[i]
+		}
+	}
+	return nil
+}
+
+// S-37: an unreachable cluster is not an empty cluster. eu-west's cluster goes away mid-step: no
+// action names eu-west's ReplicaSets, ap-south does not start, Ready is False with the cluster
+// named; past unreachableDeadlineSeconds Stalled says so and still nothing changes. When it
+// returns, the step goes on, and the time away is not charged to its progress deadline (60 s).
+func TestUnreachableClusterHoldsItsShardAndTheRollout(t *testing.T) {
+	w := clustered(t)
+	w.rsvc.Spec.Strategy.UnreachableDeadlineSeconds = new(int32(300))
+	w.update("app:v2", "1", "migrate:ok")
+	w.run(200, func() bool { ss := w.stepOf("eu-west"); return ss != nil && ss.Step == routingv1alpha1.ShardStepProgressing })
+	w.cut("eu-west", routingv1alpha1.ClusterUnreachable)
+	w.log = nil
+	for i := 0; i < 400; i++ { // 400 s: past the progress deadline and the unreachable deadline
+		w.reconcile()
+		w.tick()
+		w.now = w.now.Add(time.Second)
+	}
+	if got := w.actionsOn("eu-west"); len(got) > 0 {
+		t.Fatalf("actions on the unreachable shard: %v", got)
+	}
+	if got := w.actionsOn("ap-south"); len(got) > 0 {
+		t.Fatalf("the shard after the unreachable one started: %v", got)
+	}
+	ss := w.stepOf("eu-west")
+	if ss.Cluster == nil || ss.Cluster.State != routingv1alpha1.ClusterUnreachable || ss.Cluster.UnreachableSince == nil || ss.Step != routingv1alpha1.ShardStepProgressing {
+		t.Fatalf("eu-west status %+v (cluster %+v)", ss, ss.Cluster)
+	}
+	if c := w.condition(routingv1alpha1.ConditionClustersReachable); c.Status != "False" || c.Reason != routingv1alpha1.ReasonClusterUnreachable || !strings.Contains(c.Message, "c-eu-west") {
+		t.Fatalf("ClustersReachable = %+v", c)
+	}
+	if c := w.condition(routingv1alpha1.ConditionStalled); c.Status != "True" || c.Reason != routingv1alpha1.ReasonClusterUnreachable {
+		t.Fatalf("Stalled = %+v, want True/ClusterUnreachable past unreachableDeadlineSeconds", c)
+	}
+	if w.rsvc.Status.Failure != nil {
+		t.Fatalf("an unreachable shard must never fail the rollout: %+v", w.rsvc.Status.Failure)
+	}
+	w.restore("eu-west")
+	w.run(300, func() bool { return w.isTrue(routingv1alpha1.ConditionReady) })
+	if w.rsvc.Status.Failure != nil {
+		t.Fatalf("the time away was charged to the progress deadline: %+v", w.rsvc.Status.Failure)
+	}
+	if got := w.shardImages(); got != "us-east=app:v2:3 eu-west=app:v2:3 ap-south=app:v2:3" {
+		t.Fatalf("after the cluster returned: %s", got)
+	}
+}
+
+// unreachablePolicy Skip: the shards after an unreachable one go on; it keeps what it serves and
+// is rolled when it returns; Ready is never True meanwhile.
+func TestUnreachablePolicySkipGoesOnAndRollsTheShardOnReturn(t *testing.T) {
+	w := clustered(t)
+	w.rsvc.Spec.Strategy.UnreachablePolicy = routingv1alpha1.UnreachableSkip
+	w.cut("eu-west", routingv1alpha1.ClusterCredentialsRefused)
+	w.update("app:v2", "1", "migrate:ok")
+	w.run(300, func() bool { ss := w.stepOf("ap-south"); return ss != nil && ss.Step == routingv1alpha1.ShardStepPromoted && ss.StepRevision == w.rsvc.Status.UpdateRevision })
+	if got := w.shardImages(); got != "us-east=app:v2:3 eu-west=app:v1:3 ap-south=app:v2:3" {
+		t.Fatalf("with eu-west skipped: %s", got)
+	}
+	for i := 0; i < 30; i++ {
+		w.reconcile()
+		w.tick()
+		w.now = w.now.Add(time.Second)
+		if c := w.condition(routingv1alpha1.ConditionReady); c.Status == "True" {
+			t.Fatalf("Ready True while a shard's cluster refuses its credentials: %+v", c)
+		}
+	}
+	if c := w.condition(routingv1alpha1.ConditionClustersReachable); c.Reason != routingv1alpha1.ReasonCredentialsRefused {
+		t.Fatalf("ClustersReachable = %+v", c)
+	}
+	if w.rsvc.Status.StableRevision == w.rsvc.Status.UpdateRevision {
+		t.Fatal("v2 became stable with a shard never promoted")
+	}
+	w.restore("eu-west")
+	w.run(300, func() bool { return w.isTrue(routingv1alpha1.ConditionReady) })
+	if got := w.shardImages(); got != "us-east=app:v2:3 eu-west=app:v2:3 ap-south=app:v2:3" {
+		t.Fatalf("after eu-west returned: %s", got)
+	}
+}
+
+// A shard whose cluster has no client yet (Connecting, or no entry at all) is frozen like an
+// unreachable one: a first rollout creates nothing there.
+func TestShardWithoutClusterClientCreatesNothing(t *testing.T) {
+	w := newWorld(t)
+	w.rsvc.Spec.Shards[0].Cluster = &routingv1alpha1.ShardCluster{Name: "c-us-east"}
+	w.clusters = map[string]ClusterView{} // no entry for us-east
+	for i := 0; i < 60; i++ {
+		w.reconcile()
+		w.tick()
+		w.now = w.now.Add(time.Second)
+	}
+	if got := w.shardImages(); got != "" {
+		t.Fatalf("pods asked for with us-east's cluster not connected: %s", got)
+	}
+	if c := w.condition(routingv1alpha1.ConditionClustersReachable); c == nil || c.Reason != routingv1alpha1.ReasonClusterConnecting {
+		t.Fatalf("ClustersReachable = %+v", c)
+	}
+}
+
+// A replica change asks nothing of a shard whose cluster does not answer (its ReplicaSets as last
+// seen may be stale); it applies once the cluster returns. Cleanup and served-order marks wait too.
+func TestNoStageWritesAnUnreachableShard(t *testing.T) {
+	w := clustered(t)
+	w.cut("eu-west", routingv1alpha1.ClusterUnreachable)
+	w.rsvc.Spec.Shards[1].Replicas = 5
+	w.rsvc.Generation++
+	w.skipI2 = true // the shard is short of its new replicas because nothing may reach it
+	for i := 0; i < 60; i++ {
+		w.reconcile()
+		w.tick()
+		w.now = w.now.Add(time.Second)
+	}
+	if got := w.actionsOn("eu-west"); len(got) > 0 {
+		t.Fatalf("actions on the unreachable shard: %v", got)
+	}
+	w.restore("eu-west")
+	w.run(100, func() bool { return w.isTrue(routingv1alpha1.ConditionReady) })
+	w.skipI2 = false
+	if got := w.shardImages(); got != "us-east=app:v1:3 eu-west=app:v1:5 ap-south=app:v1:3" {
+		t.Fatalf("after eu-west returned: %s", got)
+	}
+}
