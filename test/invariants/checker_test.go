@@ -147,3 +147,24 @@ func TestI1ScaleUpBeforeTheEvidenceIsAViolation(t *testing.T) {
 		t.Errorf("scaled after a check pod's report but before its Job completed: want one I1 violation, got %v", v)
 	}
 }
+
+// Under spec.schema.evidence JobSuccess a migration Job's Complete confirms its own version,
+// whether its pod (with no report) is seen before or after it.
+func TestI1JobSuccessWhateverTheDeliveryOrder(t *testing.T) {
+	rsvc := testRSVC()
+	rsvc.Spec.Schema.Evidence = routingv1alpha1.SchemaEvidenceJobSuccess
+	done := testJob(jobUID, "rs-a-schema-1", 1768, false, true)
+	pod := testPod(done, 1738)
+	pod.Status.ContainerStatuses[0].State.Terminated.Message = ""
+	for name, order := range map[string][]any{
+		"pod, then complete": {rsvc, pod, done, testRS(1770, 2)},
+		"complete, then pod": {rsvc, done, pod, testRS(1770, 2)},
+	} {
+		if v := verdict(t, order...); len(v) > 0 {
+			t.Errorf("%s: %v", name, v)
+		}
+	}
+	if v := verdict(t, rsvc, pod, testRS(1750, 2), done); len(v) != 1 {
+		t.Errorf("scaled before the Job completed under JobSuccess: want one I1 violation, got %v", v)
+	}
+}
