@@ -25,6 +25,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -354,6 +355,20 @@ func (k *Checker) confirm(e *jobEvidence) {
 	}
 }
 
+// describeConfirmations lists a RoutingService's confirmations as "version@resourceVersion",
+// lowest version first, or "none": so that a violation can be read without the run's logs.
+func describeConfirmations(c map[string]int64) string {
+	var out []string
+	for v, at := range c {
+		out = append(out, fmt.Sprintf("%s@%d", v, at))
+	}
+	if len(out) == 0 {
+		return "none"
+	}
+	sort.Strings(out)
+	return strings.Join(out, ", ")
+}
+
 func jobComplete(j *batchv1.Job) bool {
 	for _, c := range j.Status.Conditions {
 		if c.Type == batchv1.JobComplete && c.Status == corev1.ConditionTrue {
@@ -395,8 +410,8 @@ func (k *Checker) settle(final bool) {
 			continue
 		}
 		if !ok {
-			k.violations = append(k.violations, fmt.Sprintf("I1: ReplicaSet %s/%s asked for %d replicas at resourceVersion %d, before schema %s was confirmed",
-				p.rs.Namespace, p.rs.Name, *p.rs.Spec.Replicas, p.rsRV, need))
+			k.violations = append(k.violations, fmt.Sprintf("I1: ReplicaSet %s/%s asked for %d replicas at resourceVersion %d, before schema %s was confirmed (confirmations seen: %s)",
+				p.rs.Namespace, p.rs.Name, *p.rs.Spec.Replicas, p.rsRV, need, describeConfirmations(k.confirmedAt[p.rs.Namespace+"/"+string(owner.UID)])))
 		}
 	}
 	k.pendingI1 = keep
