@@ -142,8 +142,9 @@ func (k *Checker) Watch(ctx context.Context, c cache.Cache) error {
 // Start gives a Checker an informer cache of its own on cfg (so it sees events independently of
 // the manager under test), starts it, and waits until it has synced.
 func Start(ctx context.Context, cfg *rest.Config, scheme *runtime.Scheme) (*Checker, error) {
-	// Only migration and check pods: they carry the schema reports.
-	schemaPods, err := labels.Parse(rollout.LabelComponent + " in (" + rollout.ComponentMigration + "," + rollout.ComponentCheck + ")")
+	// Only migration, check and contract pods: they carry the schema reports (a contract Job's
+	// reading is evidence to schemagate like a migration's: pkg/rollout/evidence.go).
+	schemaPods, err := labels.Parse(rollout.LabelComponent + " in (" + rollout.ComponentMigration + "," + rollout.ComponentCheck + "," + rollout.ComponentContract + ")")
 	if err != nil {
 		return nil, err
 	}
@@ -282,7 +283,7 @@ func (k *Checker) observe(o any) {
 	}
 }
 
-// earlyReport reads a migration pod whose migration container has terminated with exit code 0
+// earlyReport reads a migration (or contract) pod whose migration container has terminated with exit code 0
 // and a clean report, whatever its phase (a sidecar may still run beside it, and the Job is marked
 // Complete after its pod succeeded): its Job counts as done from then, as schemagate reads it.
 func (k *Checker) earlyReport(pod *corev1.Pod, e *jobEvidence) {
@@ -290,7 +291,7 @@ func (k *Checker) earlyReport(pod *corev1.Pod, e *jobEvidence) {
 	if name == "" && len(pod.Spec.Containers) > 0 {
 		name = pod.Spec.Containers[0].Name
 	}
-	if pod.Labels[rollout.LabelComponent] != rollout.ComponentMigration {
+	if c := pod.Labels[rollout.LabelComponent]; c != rollout.ComponentMigration && c != rollout.ComponentContract {
 		return
 	}
 	for _, cs := range pod.Status.ContainerStatuses {

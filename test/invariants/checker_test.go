@@ -168,3 +168,17 @@ func TestI1JobSuccessWhateverTheDeliveryOrder(t *testing.T) {
 		t.Errorf("scaled before the Job completed under JobSuccess: want one I1 violation, got %v", v)
 	}
 }
+
+// A contract Job's pod that reported early confirms its version, as schemagate reads it
+// (readEarly covers every Job that is not a check), whatever the delivery order.
+func TestI1ContractEarlyReportConfirms(t *testing.T) {
+	job := testJob(jobUID, "rs-a-contract-1", 1723, false, false)
+	job.Labels[rollout.LabelComponent] = rollout.ComponentContract
+	done := testJob(jobUID, "rs-a-contract-1", 1768, false, true)
+	done.Labels[rollout.LabelComponent] = rollout.ComponentContract
+	pod := testPod(job, 1738)
+	pod.Status.Phase = corev1.PodRunning // a sidecar still runs
+	if v := verdict(t, testRSVC(), job, done, pod, testRS(1740, 2)); len(v) > 0 {
+		t.Errorf("the contract pod's early report at rv 1738 confirms schema 1 before rv 1740: %v", v)
+	}
+}
