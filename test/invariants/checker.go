@@ -14,8 +14,9 @@
 //	    carries the generation the status was computed for.
 //
 // Events of different kinds arrive on different watches, so I1 is decided by etcd's global
-// ordering: the ReplicaSet's scale-up must have a resourceVersion above the one at which the
-// confirming Job was first seen complete. (resourceVersions are opaque to clients in general; on
+// ordering: the ReplicaSet's scale-up must have a resourceVersion above that of the evidence
+// that confirmed its schema (the pod update with the report, the Job's Complete), whichever
+// informer delivered it first. (resourceVersions are opaque to clients in general; on
 // a single etcd, as in these tests, they are its revision numbers, and this checker relies on it.)
 package invariants
 
@@ -24,6 +25,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -71,14 +73,17 @@ type Checker struct {
 type jobEvidence struct {
 	ns, rsvcName, rsvcUID string
 	check                 bool
+	version               string // the Job's schema-version label
 	completeAt            int64  // 0 until seen complete
 	reported              string // the version a clean report of one of its pods gave
 	reportedAt            int64
 	// migration names the migration container (the Job template's first container); doneAt is
-	// when a pod showed it terminated with exit code 0 while the Job was still active: a
-	// migration Job counts as done then (docs/schema-report.md, sidecars).
+	// when a pod showed it terminated with exit code 0 and a clean report (early, the version it
+	// reported) while the Job was still active: a migration Job counts as done then
+	// (docs/schema-report.md, sidecars).
 	migration string
 	doneAt    int64
+	early     string
 }
 
 type pendingCheck struct {
@@ -137,8 +142,9 @@ func (k *Checker) Watch(ctx context.Context, c cache.Cache) error {
 // Start gives a Checker an informer cache of its own on cfg (so it sees events independently of
 // the manager under test), starts it, and waits until it has synced.
 func Start(ctx context.Context, cfg *rest.Config, scheme *runtime.Scheme) (*Checker, error) {
-	// Only migration and check pods: they carry the schema reports.
-	schemaPods, err := labels.Parse(rollout.LabelComponent + " in (" + rollout.ComponentMigration + "," + rollout.ComponentCheck + ")")
+	// Only migration, check and contract pods: they carry the schema reports (a contract Job's
+	// reading is evidence to schemagate like a migration's: pkg/rollout/evidence.go).
+	schemaPods, err := labels.Parse(rollout.LabelComponent + " in (" + rollout.ComponentMigration + "," + rollout.ComponentCheck + "," + rollout.ComponentContract + ")")
 	if err != nil {
 		return nil, err
 	}
@@ -224,13 +230,14 @@ func (k *Checker) observe(o any) {
 		e := k.job(string(obj.UID))
 		e.ns, e.rsvcName, e.rsvcUID = obj.Namespace, owner.Name, string(owner.UID)
 		e.check = obj.Labels[rollout.LabelComponent] == rollout.ComponentCheck
+		e.version = obj.Labels[rollout.LabelSchemaVersion]
 		if jobComplete(obj) && e.completeAt == 0 {
 			e.completeAt = rv(obj)
 		}
 		if cs := obj.Spec.Template.Spec.Containers; len(cs) > 0 {
 			e.migration = cs[0].Name
 		}
-		k.confirm(e, obj.Labels[rollout.LabelSchemaVersion])
+		k.confirm(e)
 	case *corev1.Pod:
 		owner := metav1.GetControllerOf(obj)
 		if owner == nil || owner.Kind != "Job" {
@@ -248,7 +255,7 @@ func (k *Checker) observe(o any) {
 					if e.reported == "" {
 						e.reported, e.reportedAt = r.Version, rv(obj)
 					}
-					k.confirm(e, "")
+					k.confirm(e)
 				}
 				break
 			}
@@ -276,7 +283,7 @@ func (k *Checker) observe(o any) {
 	}
 }
 
-// earlyReport reads a migration pod whose migration container has terminated with exit code 0
+// earlyReport reads a migration (or contract) pod whose migration container has terminated with exit code 0
 // and a clean report, whatever its phase (a sidecar may still run beside it, and the Job is marked
 // Complete after its pod succeeded): its Job counts as done from then, as schemagate reads it.
 func (k *Checker) earlyReport(pod *corev1.Pod, e *jobEvidence) {
@@ -284,7 +291,7 @@ func (k *Checker) earlyReport(pod *corev1.Pod, e *jobEvidence) {
 	if name == "" && len(pod.Spec.Containers) > 0 {
 		name = pod.Spec.Containers[0].Name
 	}
-	if pod.Labels[rollout.LabelComponent] != rollout.ComponentMigration {
+	if c := pod.Labels[rollout.LabelComponent]; c != rollout.ComponentMigration && c != rollout.ComponentContract {
 		return
 	}
 	for _, cs := range pod.Status.ContainerStatuses {
@@ -294,9 +301,9 @@ func (k *Checker) earlyReport(pod *corev1.Pod, e *jobEvidence) {
 					e.reported, e.reportedAt = r.Version, rv(pod)
 				}
 				if e.doneAt == 0 {
-					e.doneAt = rv(pod)
+					e.doneAt, e.early = rv(pod), r.Version
 				}
-				k.confirm(e, "")
+				k.confirm(e)
 			}
 		}
 	}
@@ -311,32 +318,56 @@ func (k *Checker) job(uid string) *jobEvidence {
 	return e
 }
 
-// confirm records the version e's Job confirms, once it is known complete and (unless its
-// RoutingService trusts JobSuccess) reported: at the later of the two resourceVersions. version
-// is the Job's own schema-version label, used under JobSuccess.
-func (k *Checker) confirm(e *jobEvidence, version string) {
-	at := e.completeAt
-	if at == 0 && !e.check {
-		at = e.doneAt
-	}
-	if e.rsvcUID == "" || at == 0 {
-		return
-	}
-	rsvc := k.rsvcs[e.ns+"/"+e.rsvcName]
-	switch {
-	case e.reported != "":
-		version, at = e.reported, max(at, e.reportedAt)
-	case !e.check && rsvc != nil && rsvc.Spec.Schema.EvidenceOrDefault() == routingv1alpha1.SchemaEvidenceJobSuccess && version != "":
-	default:
+// confirm records the version e's Job confirms, dated by the resourceVersions of the evidence
+// itself, never by the order in which the informers (one per kind) delivered it: a Job's Complete
+// may arrive before an older pod update that already confirmed. A Job confirms at the earliest of:
+//   - (a migration Job) doneAt, the pod update that showed its migration container terminated with
+//     exit code 0 and a clean report (what schemagate reads while the Job is active, sidecar.go);
+//   - completeAt and a clean report of one of its pods, at the later of the two;
+//   - (a migration Job under spec.schema.evidence JobSuccess, no clean report) completeAt, for the
+//     Job's own schema-version label.
+//
+// Each version keeps its earliest confirmation over all Jobs, whichever was seen first.
+func (k *Checker) confirm(e *jobEvidence) {
+	if e.rsvcUID == "" {
 		return
 	}
 	key := e.ns + "/" + e.rsvcUID
-	if k.confirmedAt[key] == nil {
-		k.confirmedAt[key] = map[string]int64{}
+	record := func(v string, at int64) {
+		if v == "" || at == 0 {
+			return
+		}
+		if k.confirmedAt[key] == nil {
+			k.confirmedAt[key] = map[string]int64{}
+		}
+		if seen, ok := k.confirmedAt[key][v]; !ok || at < seen {
+			k.confirmedAt[key][v] = at
+		}
 	}
-	if _, seen := k.confirmedAt[key][version]; !seen {
-		k.confirmedAt[key][version] = at
+	if !e.check {
+		record(e.early, e.doneAt)
 	}
+	if e.completeAt != 0 && e.reported != "" {
+		record(e.reported, max(e.completeAt, e.reportedAt))
+	}
+	rsvc := k.rsvcs[e.ns+"/"+e.rsvcName]
+	if e.completeAt != 0 && !e.check && e.reported == "" && rsvc != nil && rsvc.Spec.Schema.EvidenceOrDefault() == routingv1alpha1.SchemaEvidenceJobSuccess {
+		record(e.version, e.completeAt)
+	}
+}
+
+// describeConfirmations lists a RoutingService's confirmations as "version@resourceVersion",
+// lowest version first, or "none": so that a violation can be read without the run's logs.
+func describeConfirmations(c map[string]int64) string {
+	var out []string
+	for v, at := range c {
+		out = append(out, fmt.Sprintf("%s@%d", v, at))
+	}
+	if len(out) == 0 {
+		return "none"
+	}
+	sort.Strings(out)
+	return strings.Join(out, ", ")
 }
 
 func jobComplete(j *batchv1.Job) bool {
@@ -380,8 +411,8 @@ func (k *Checker) settle(final bool) {
 			continue
 		}
 		if !ok {
-			k.violations = append(k.violations, fmt.Sprintf("I1: ReplicaSet %s/%s asked for %d replicas at resourceVersion %d, before schema %s was confirmed",
-				p.rs.Namespace, p.rs.Name, *p.rs.Spec.Replicas, p.rsRV, need))
+			k.violations = append(k.violations, fmt.Sprintf("I1: ReplicaSet %s/%s asked for %d replicas at resourceVersion %d, before schema %s was confirmed (confirmations seen: %s)",
+				p.rs.Namespace, p.rs.Name, *p.rs.Spec.Replicas, p.rsRV, need, describeConfirmations(k.confirmedAt[p.rs.Namespace+"/"+string(owner.UID)])))
 		}
 	}
 	k.pendingI1 = keep
