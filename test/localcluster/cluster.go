@@ -426,13 +426,13 @@ func (c *Cluster) APIServerAddr() string { return "127.0.0.1:" + strconv.Itoa(c.
 // CAFile is the path of the cluster CA's certificate (PEM).
 func (c *Cluster) CAFile() string { return c.pki.path("ca.crt") }
 
-// PIDs are the process ids of the components running now (0 for none is left out), for memory
-// accounting.
-func (c *Cluster) PIDs() []int {
-	var out []int
+// PIDs maps each component running now ("etcd", "kube-apiserver", …) to its process id, for
+// memory accounting; stopped components are left out.
+func (c *Cluster) PIDs() map[string]int {
+	out := map[string]int{}
 	for _, p := range c.procs {
 		if pid := p.PID(); pid != 0 {
-			out = append(out, pid)
+			out[p.Name] = pid
 		}
 	}
 	return out
