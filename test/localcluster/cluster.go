@@ -53,6 +53,12 @@ type Options struct {
 	// APIServerArgs are appended to kube-apiserver's flags, e.g.
 	// "--enable-admission-plugins=OwnerReferencesPermissionEnforcement" (nil: none).
 	APIServerArgs []string
+	// Name, if set, starts each of Start's log lines ("[eu-west-1] etcd ready in …"), for
+	// several clusters logging to one writer (test/fleet).
+	Name string
+	// NoKwok starts no kwok and registers no fake Nodes (Regions and NodesPerRegion are then
+	// unused): the cluster's only Nodes are those a node agent registers.
+	NoKwok bool
 }
 
 // Cluster is a running local control plane.
@@ -122,6 +128,13 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 		{"kube-scheduler", c.schedulerArgs(), c.httpsHealthy("scheduler")},
 		{"kwok", c.kwokArgs(stagesFile), func(context.Context) error { return nil }},
 	}
+	if opts.NoKwok {
+		steps = steps[:len(steps)-1]
+	}
+	prefix := ""
+	if opts.Name != "" {
+		prefix = "[" + opts.Name + "] "
+	}
 	for _, s := range steps {
 		start := time.Now()
 		if err := c.startProcess(s.name, s.args); err != nil {
@@ -130,7 +143,10 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 		if err := c.waitFor(ctx, s.name, 60*time.Second, s.ready); err != nil {
 			return nil, err
 		}
-		fmt.Fprintf(opts.Log, "  %-24s ready in %4.1fs  (log: %s)\n", s.name, time.Since(start).Seconds(), c.byName[s.name].Log)
+		fmt.Fprintf(opts.Log, "  %s%-24s ready in %4.1fs  (log: %s)\n", prefix, s.name, time.Since(start).Seconds(), c.byName[s.name].Log)
+	}
+	if opts.NoKwok {
+		return c, nil
 	}
 	start := time.Now()
 	if err := c.createNodes(ctx); err != nil {
@@ -139,7 +155,7 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 	if err := c.waitFor(ctx, "kwok", 60*time.Second, c.nodesReady); err != nil {
 		return nil, err
 	}
-	fmt.Fprintf(opts.Log, "  %-24s ready in %4.1fs  (%d regions × %d nodes)\n", "nodes", time.Since(start).Seconds(), len(opts.Regions), opts.NodesPerRegion)
+	fmt.Fprintf(opts.Log, "  %s%-24s ready in %4.1fs  (%d regions × %d nodes)\n", prefix, "nodes", time.Since(start).Seconds(), len(opts.Regions), opts.NodesPerRegion)
 	return c, nil
 }
 
@@ -401,4 +417,23 @@ func FreePort() (int, error) {
 	}
 	defer l.Close()
 	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+// APIServerAddr is kube-apiserver's host:port on loopback (it serves TLS with a certificate for
+// 127.0.0.1 and localhost, signed by CAFile).
+func (c *Cluster) APIServerAddr() string { return "127.0.0.1:" + strconv.Itoa(c.ports["apiserver"]) }
+
+// CAFile is the path of the cluster CA's certificate (PEM).
+func (c *Cluster) CAFile() string { return c.pki.path("ca.crt") }
+
+// PIDs maps each component running now ("etcd", "kube-apiserver", …) to its process id, for
+// memory accounting; stopped components are left out.
+func (c *Cluster) PIDs() map[string]int {
+	out := map[string]int{}
+	for _, p := range c.procs {
+		if pid := p.PID(); pid != 0 {
+			out[p.Name] = pid
+		}
+	}
+	return out
 }

@@ -110,3 +110,11 @@ func binary(dir, name string) (string, error) {
 	}
 	return p, nil
 }
+
+// PID is the process id of the running process, 0 when it is not running.
+func (p *Process) PID() int {
+	if !p.Running() {
+		return 0
+	}
+	return p.cmd.Process.Pid
+}

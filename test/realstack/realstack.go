@@ -143,6 +143,16 @@ func OwnPodCIDR() string {
 
 // StartAgentIn is StartAgent with the pods' addresses in podCIDR (empty: nodeagent.DefaultPodCIDR).
 func StartAgentIn(ctx context.Context, cfg *rest.Config, podCIDR, routerBinary, stateDir string, revisions ...string) (*nodeagent.Agent, error) {
+	var regions []string
+	for _, r := range Regions {
+		regions = append(regions, r.Region)
+	}
+	return StartAgentForRegions(ctx, cfg, podCIDR, routerBinary, stateDir, regions, revisions...)
+}
+
+// StartAgentForRegions is StartAgentIn with one process-backed Node, process-<region>, for each
+// of regions instead of each of Regions: a region cluster of test/fleet has its own region's only.
+func StartAgentForRegions(ctx context.Context, cfg *rest.Config, podCIDR, routerBinary, stateDir string, regions []string, revisions ...string) (*nodeagent.Agent, error) {
 	images := map[string]nodeagent.Executable{}
 	for _, rev := range revisions {
 		images[RouterImage+":"+rev] = nodeagent.Executable{Path: routerBinary}
@@ -160,9 +170,9 @@ func StartAgentIn(ctx context.Context, cfg *rest.Config, podCIDR, routerBinary, 
 		images[ProxyImage] = nodeagent.Executable{Path: sleep, Args: []string{"infinity"}}
 	}
 	var nodes []nodeagent.NodeSpec
-	for _, r := range Regions {
+	for _, region := range regions {
 		nodes = append(nodes, nodeagent.NodeSpec{
-			Name: "process-" + r.Region, Region: r.Region,
+			Name: "process-" + region, Region: region,
 			Taints: []corev1.Taint{{Key: nodeagent.NodeLabel, Value: nodeagent.NodeLabelValue, Effect: corev1.TaintEffectNoSchedule}},
 		})
 	}
