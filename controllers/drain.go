@@ -27,12 +27,12 @@ import (
 //
 // Failures are logged and otherwise ignored: the ReplicaSet controller deletes what is left, as it
 // would have anyway.
-func (r *RoutingServiceReconciler) removeScaledToZero(ctx context.Context, rs *appsv1.ReplicaSet) {
+func removeScaledToZero(ctx context.Context, c client.Client, rs *appsv1.ReplicaSet) {
 	if rs.Spec.Selector == nil || len(rs.Spec.Selector.MatchLabels) == 0 {
 		return
 	}
 	var pods corev1.PodList
-	if err := r.List(ctx, &pods, client.InNamespace(rs.Namespace), client.MatchingLabels(rs.Spec.Selector.MatchLabels)); err != nil {
+	if err := c.List(ctx, &pods, client.InNamespace(rs.Namespace), client.MatchingLabels(rs.Spec.Selector.MatchLabels)); err != nil {
 		logf.FromContext(ctx).V(1).Info("listing the pods of a ReplicaSet scaled to 0", "replicaSet", rs.Name, "error", err.Error())
 		return
 	}
@@ -42,7 +42,7 @@ func (r *RoutingServiceReconciler) removeScaledToZero(ctx context.Context, rs *a
 			continue
 		}
 		uid := pod.UID
-		if err := r.Delete(ctx, pod, client.Preconditions{UID: &uid}); err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+		if err := c.Delete(ctx, pod, client.Preconditions{UID: &uid}); err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
 			logf.FromContext(ctx).V(1).Info("deleting a pod of a ReplicaSet scaled to 0", "pod", pod.Name, "error", err.Error())
 		}
 	}

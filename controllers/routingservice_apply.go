@@ -16,27 +16,41 @@ import (
 
 	routingv1alpha1 "github.com/schemagate/schemagate/api/v1alpha1"
 	"github.com/schemagate/schemagate/pkg/rollout"
+	"github.com/schemagate/schemagate/pkg/spoke"
 )
 
 // apply carries out the planner's actions in order and stops at the first error. Scales and
 // deletes carry the observed resourceVersion (optimistic concurrency), so a decision made on a
 // stale cache fails with a Conflict instead of acting on old numbers; creates use deterministic
 // names, so a repeated create fails with AlreadyExists instead of making a second object (S-10).
-func (r *RoutingServiceReconciler) apply(ctx context.Context, rsvc *routingv1alpha1.RoutingService, actions []rollout.Action) error {
+//
+// The ReplicaSet actions of a shard in another cluster go to that cluster (spokes, by shard name),
+// with the ReplicaSet turned back into the spoke's object (spokeShard.toSpoke).
+func (r *RoutingServiceReconciler) apply(ctx context.Context, rsvc *routingv1alpha1.RoutingService, actions []rollout.Action, spokes map[string]*spokeShard) error {
 	log := logf.FromContext(ctx)
 	for _, a := range actions {
 		log.Info("apply", "action", a.Kind, "detail", a.String())
 		var err error
+		c := client.Client(r.Client)
+		ownerRef := rollout.ControllerRef(rsvc)
+		if a.ReplicaSet != nil {
+			if sp := spokes[a.ReplicaSet.Labels[rollout.LabelShard]]; sp != nil {
+				a, c, ownerRef = sp.toSpoke(a), sp.conn.client, spoke.AnchorRef(sp.anchor)
+			} else if isClusterShard(rsvc, a.ReplicaSet.Labels[rollout.LabelShard]) {
+				// The planner freezes such a shard unless it was reached; never write the hub's.
+				continue
+			}
+		}
 		switch a.Kind {
 		case rollout.CreateReplicaSet:
-			err = r.Create(ctx, a.ReplicaSet)
+			err = c.Create(ctx, a.ReplicaSet)
 		case rollout.ScaleReplicaSet:
-			err = r.scale(ctx, a.ReplicaSet, a.Replicas)
+			err = scale(ctx, c, a.ReplicaSet, a.Replicas)
 			if err == nil && a.Replicas == 0 && a.RemovePods {
-				r.removeScaledToZero(ctx, a.ReplicaSet)
+				removeScaledToZero(ctx, c, a.ReplicaSet)
 			}
 		case rollout.DeleteReplicaSet:
-			err = r.Delete(ctx, a.ReplicaSet, client.Preconditions{UID: &a.ReplicaSet.UID, ResourceVersion: &a.ReplicaSet.ResourceVersion})
+			err = c.Delete(ctx, a.ReplicaSet, client.Preconditions{UID: &a.ReplicaSet.UID, ResourceVersion: &a.ReplicaSet.ResourceVersion})
 		case rollout.CreateJob:
 			err = r.Create(ctx, a.Job)
 		case rollout.DeleteJob:
@@ -60,9 +74,9 @@ func (r *RoutingServiceReconciler) apply(ctx context.Context, rsvc *routingv1alp
 		case rollout.AdoptReplicaSet:
 			patch := client.MergeFromWithOptions(a.ReplicaSet.DeepCopy(), client.MergeFromWithOptimisticLock{})
 			adopted := a.ReplicaSet.DeepCopy()
-			adopted.OwnerReferences = append(adopted.OwnerReferences, rollout.ControllerRef(rsvc))
+			adopted.OwnerReferences = append(adopted.OwnerReferences, ownerRef)
 			rollout.MarkAdopted(adopted)
-			err = r.Patch(ctx, adopted, patch)
+			err = c.Patch(ctx, adopted, patch)
 		case rollout.CreateRecord:
 			// A record is history, not a step: a name held by an object the cache cannot see (not
 			// labelled) must not stop the actions after it. The planner writes it again when the
@@ -87,14 +101,14 @@ func (r *RoutingServiceReconciler) apply(ctx context.Context, rsvc *routingv1alp
 			patch := client.MergeFromWithOptions(a.ReplicaSet.DeepCopy(), client.MergeFromWithOptimisticLock{})
 			marked := a.ReplicaSet.DeepCopy()
 			rollout.SetServedOrder(marked, a.Order)
-			err = r.Patch(ctx, marked, patch)
+			err = c.Patch(ctx, marked, patch)
 		case rollout.RecordControls:
 			// Only these annotations, with no resourceVersion: nothing else is changed, so there
 			// is nothing to conflict with.
 			patch := client.MergeFrom(a.ReplicaSet.DeepCopy())
 			recorded := a.ReplicaSet.DeepCopy()
 			rollout.SetAnnotations(recorded, a.Annotations)
-			err = r.Patch(ctx, recorded, patch)
+			err = c.Patch(ctx, recorded, patch)
 		default:
 			err = fmt.Errorf("unknown action %q", a.Kind)
 		}
@@ -105,11 +119,21 @@ func (r *RoutingServiceReconciler) apply(ctx context.Context, rsvc *routingv1alp
 	return nil
 }
 
-func (r *RoutingServiceReconciler) scale(ctx context.Context, rs *appsv1.ReplicaSet, replicas int32) error {
+func scale(ctx context.Context, c client.Client, rs *appsv1.ReplicaSet, replicas int32) error {
 	patch := client.MergeFromWithOptions(rs.DeepCopy(), client.MergeFromWithOptimisticLock{})
 	scaled := rs.DeepCopy()
 	scaled.Spec.Replicas = ptr.To(replicas)
-	return r.Patch(ctx, scaled, patch)
+	return c.Patch(ctx, scaled, patch)
+}
+
+// isClusterShard reports whether shard names a cluster in rsvc's spec.
+func isClusterShard(rsvc *routingv1alpha1.RoutingService, shard string) bool {
+	for _, s := range rsvc.Spec.Shards {
+		if s.Name == shard {
+			return s.Cluster != nil
+		}
+	}
+	return false
 }
 
 // actionError is an action that failed, with the API error (errors.Is/As see through it).

@@ -23,6 +23,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/recorder"
+	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	routingv1alpha1 "github.com/schemagate/schemagate/api/v1alpha1"
 	"github.com/schemagate/schemagate/pkg/measure"
@@ -42,6 +43,13 @@ type RoutingServiceReconciler struct {
 	// Measurer takes the measurements of http and prometheus checks the planner asks for
 	// (nil: a zero measure.Taker).
 	Measurer *measure.Taker
+
+	// Spokes reaches the clusters shards name (spec.shards[].cluster); nil: such shards stay
+	// Connecting and nothing is written for them.
+	Spokes *Spokes
+	// SpokeCleanupTimeout bounds how long a deletion waits for unreachable spokes (0:
+	// DefaultSpokeCleanupTimeout).
+	SpokeCleanupTimeout time.Duration
 
 	measurerOnce sync.Once
 	pending      pendingMeasurements
@@ -79,7 +87,11 @@ func (r *RoutingServiceReconciler) Reconcile(ctx context.Context, req ctrl.Reque
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	if !rsvc.DeletionTimestamp.IsZero() {
-		return ctrl.Result{}, nil
+		return r.finalizeSpokes(ctx, rsvc)
+	}
+	if added, err := r.ensureFinalizer(ctx, rsvc); err != nil || added {
+		// The write wakes this RoutingService again, with the finalizer in the cache.
+		return ctrl.Result{}, err
 	}
 	if r.written.stale(req.NamespacedName, rsvc.ResourceVersion, r.Clock.Now()) {
 		// The cache has not yet seen this manager's last status write; its watch event will start
@@ -92,6 +104,7 @@ func (r *RoutingServiceReconciler) Reconcile(ctx context.Context, req ctrl.Reque
 		// Reading the cluster failed: do nothing, and try again with backoff.
 		return ctrl.Result{}, err
 	}
+	spokes := r.observeSpokes(ctx, rsvc, &observed)
 	plan := rollout.Compute(observed)
 	if len(plan.Measurements) > 0 {
 		// The planner is pure: it asks for the measurements of http and prometheus checks that
@@ -110,7 +123,7 @@ func (r *RoutingServiceReconciler) Reconcile(ctx context.Context, req ctrl.Reque
 		observed.Refusals = refusals
 		plan = rollout.Compute(observed)
 	}
-	applyErr := r.apply(ctx, rsvc, plan.Actions)
+	applyErr := r.apply(ctx, rsvc, plan.Actions, spokes)
 	if refusal, ok := refusalOf(applyErr); ok {
 		// S-31: the API server refused an action (invalid, forbidden, over quota). The actions
 		// after it are not applied (each depends on the ones before), and the status says why,
@@ -149,7 +162,12 @@ func (r *RoutingServiceReconciler) Reconcile(ctx context.Context, req ctrl.Reque
 		log.V(1).Info("requeue after a conflicting write", "error", applyErr.Error())
 		return ctrl.Result{RequeueAfter: time.Second}, nil
 	}
-	return ctrl.Result{RequeueAfter: plan.RequeueAfter}, nil
+	requeue := plan.RequeueAfter
+	if spokes != nil || observed.Clusters != nil {
+		// Secrets are not watched: a rotated one is read again within SecretRecheck.
+		requeue = minRequeue(requeue, spokeRecheck)
+	}
+	return ctrl.Result{RequeueAfter: requeue}, nil
 }
 
 func (r *RoutingServiceReconciler) measurer() *measure.Taker {
@@ -174,7 +192,7 @@ func migrationPodOwner(_ context.Context, o client.Object) []reconcile.Request {
 // RoutingService (not on its own status writes) and on any change of the ReplicaSets and Jobs it
 // controls, so deadlines are the only reason to requeue.
 func (r *RoutingServiceReconciler) SetupWithManager(mgr ctrl.Manager) error {
-	return ctrl.NewControllerManagedBy(mgr).
+	b := ctrl.NewControllerManagedBy(mgr).
 		For(&routingv1alpha1.RoutingService{}, builder.WithPredicates(predicate.Or(
 			predicate.GenerationChangedPredicate{}, predicate.LabelChangedPredicate{}, predicate.AnnotationChangedPredicate{}))).
 		Owns(&appsv1.ReplicaSet{}).
@@ -184,6 +202,10 @@ func (r *RoutingServiceReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		// Migration and check pods carry the schema reports, and say why a migration is stuck
 		// (image pull, scheduling) before the Job does.
 		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(migrationPodOwner)).
-		Named("routingservice").
-		Complete(r)
+		Named("routingservice")
+	if r.Spokes != nil {
+		// Changes in the spokes (their objects, their reachability) arrive on a channel.
+		b = b.WatchesRawSource(source.Channel(r.Spokes.Events(), &handler.EnqueueRequestForObject{}))
+	}
+	return b.Complete(r)
 }

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"k8s.io/apimachinery/pkg/util/validation"
 
@@ -29,6 +30,9 @@ type managerFlags struct {
 	cfg             controllers.ManagerConfig
 	watchNamespaces string
 	kubeAPIQPS      float64
+	// hubID and spokeCleanupTimeout configure shards in other clusters (docs/clusters.md).
+	hubID               string
+	spokeCleanupTimeout time.Duration
 }
 
 func bindManagerFlags(fs *flag.FlagSet) *managerFlags {
@@ -54,6 +58,10 @@ func bindManagerFlags(fs *flag.FlagSet) *managerFlags {
 		"Client-side limit of the manager's requests to the API server, per second. Negative (default): no client-side limit; the API server's Priority and Fairness limits the manager, and client-go retries its 429 answers after their Retry-After.")
 	fs.IntVar(&c.KubeAPIBurst, "kube-api-burst", 0,
 		"Requests allowed above --kube-api-qps in a burst; only used when --kube-api-qps > 0. 0: client-go's default (10).")
+	fs.StringVar(&f.hubID, "hub-id", "",
+		"This hub's identity, recorded in the anchor of every spoke it manages; a hub never writes a spoke whose anchor names another (schemagate.io/takeover hands it over). Empty: the UID of this cluster's kube-system namespace.")
+	fs.DurationVar(&f.spokeCleanupTimeout, "spoke-cleanup-timeout", controllers.DefaultSpokeCleanupTimeout,
+		"How long the deletion of a RoutingService waits for its unreachable spokes before it goes ahead and leaves their ReplicaSets running.")
 	return f
 }
 

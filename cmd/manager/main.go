@@ -2,6 +2,7 @@
 package main
 
 import (
+	"context"
 	"flag"
 	"os"
 
@@ -34,11 +35,18 @@ func main() {
 		log.Error(err, "creating the manager")
 		os.Exit(1)
 	}
+	hubID, err := controllers.ResolveHubID(context.Background(), mgr.GetAPIReader(), flags.hubID)
+	if err != nil {
+		log.Error(err, "finding this hub's identity (set --hub-id)")
+		os.Exit(1)
+	}
 	if err := (&controllers.RoutingServiceReconciler{
-		Client:    mgr.GetClient(),
-		Recorder:  mgr.GetEventRecorder("schemagate"),
-		Clock:     clock.RealClock{},
-		APIReader: mgr.GetAPIReader(),
+		Client:              mgr.GetClient(),
+		Recorder:            mgr.GetEventRecorder("schemagate"),
+		Clock:               clock.RealClock{},
+		APIReader:           mgr.GetAPIReader(),
+		Spokes:              &controllers.Spokes{Hub: hubID, Secrets: mgr.GetAPIReader(), Scheme: mgr.GetScheme()},
+		SpokeCleanupTimeout: flags.spokeCleanupTimeout,
 	}).SetupWithManager(mgr); err != nil {
 		log.Error(err, "setting up the RoutingService controller")
 		os.Exit(1)
@@ -53,7 +61,7 @@ func main() {
 	}
 	log.Info("starting the manager", "metrics", cfg.MetricsAddr, "metricsSecure", cfg.MetricsSecure,
 		"watchNamespaces", cfg.WatchNamespaces, "maxConcurrentReconciles", cfg.MaxConcurrentReconciles,
-		"kubeAPIQPS", cfg.KubeAPIQPS, "kubeAPIBurst", cfg.KubeAPIBurst)
+		"hubID", hubID, "kubeAPIQPS", cfg.KubeAPIQPS, "kubeAPIBurst", cfg.KubeAPIBurst)
 	if err := mgr.Start(ctrl.SetupSignalHandler()); err != nil {
 		log.Error(err, "running the manager")
 		os.Exit(1)

@@ -1,0 +1,120 @@
+package controllers
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
+
+	routingv1alpha1 "github.com/schemagate/schemagate/api/v1alpha1"
+	"github.com/schemagate/schemagate/pkg/spoke"
+)
+
+// +kubebuilder:rbac:groups=routing.schemagate.io,resources=routingservices,verbs=patch
+// +kubebuilder:rbac:groups="",resources=secrets,verbs=get
+
+// spokeRecheck is how often a RoutingService with a shard in another cluster is reconciled when
+// nothing wakes it: its Secrets are read, not watched.
+const spokeRecheck = 15 * time.Second
+
+// DefaultSpokeCleanupTimeout is how long a deletion waits for unreachable spokes before the
+// finalizer lets the RoutingService go, leaving their ReplicaSets (--spoke-cleanup-timeout).
+const DefaultSpokeCleanupTimeout = 5 * time.Minute
+
+func minRequeue(a, b time.Duration) time.Duration {
+	if a == 0 || b < a {
+		return b
+	}
+	return a
+}
+
+func hasClusterShard(rsvc *routingv1alpha1.RoutingService) bool {
+	for _, s := range rsvc.Spec.Shards {
+		if s.Cluster != nil {
+			return true
+		}
+	}
+	return false
+}
+
+// ensureFinalizer adds schemagate.io/clusters to a RoutingService with a shard in another
+// cluster (the hub's garbage collector cannot reach a spoke). added says it wrote.
+func (r *RoutingServiceReconciler) ensureFinalizer(ctx context.Context, rsvc *routingv1alpha1.RoutingService) (bool, error) {
+	if !hasClusterShard(rsvc) || controllerutil.ContainsFinalizer(rsvc, routingv1alpha1.FinalizerClusters) {
+		return false, nil
+	}
+	patch := client.MergeFrom(rsvc.DeepCopy())
+	controllerutil.AddFinalizer(rsvc, routingv1alpha1.FinalizerClusters)
+	if err := r.Patch(ctx, rsvc, patch); err != nil {
+		return false, client.IgnoreNotFound(err)
+	}
+	return true, nil
+}
+
+// finalizeSpokes cleans up a RoutingService being deleted: in each spoke it reaches, it deletes
+// the anchor (the spoke's garbage collector then removes the ReplicaSets and pods the anchor
+// owns); a spoke it cannot reach is reported (an Event) and retried, until the cleanup timeout
+// since the deletion began, when the finalizer is removed anyway and what is left there keeps
+// running: a finalizer never holds a deletion forever.
+func (r *RoutingServiceReconciler) finalizeSpokes(ctx context.Context, rsvc *routingv1alpha1.RoutingService) (ctrl.Result, error) {
+	if !controllerutil.ContainsFinalizer(rsvc, routingv1alpha1.FinalizerClusters) {
+		return ctrl.Result{}, nil
+	}
+	var left []string
+	done := map[string]bool{}
+	for _, shard := range rsvc.Spec.Shards {
+		if shard.Cluster == nil {
+			continue
+		}
+		if r.Spokes == nil {
+			left = append(left, fmt.Sprintf("%s (%v)", shard.Cluster.Name, errNoSpokes))
+			continue
+		}
+		view, conn := r.Spokes.view(ctx, rsvc, shard.Cluster)
+		if conn == nil {
+			left = append(left, fmt.Sprintf("%s (%s: %s)", shard.Cluster.Name, view.State, view.Message))
+			continue
+		}
+		if done[conn.key] {
+			continue
+		}
+		cm := &corev1.ConfigMap{}
+		err := conn.client.Get(ctx, client.ObjectKey{Namespace: conn.namespace, Name: spoke.AnchorName(rsvc.Name)}, cm)
+		if err == nil {
+			a := spoke.ReadAnchor(cm)
+			if a.Owner(rsvc, r.Spokes.Hub) == "" {
+				err = conn.client.Delete(ctx, cm, client.PropagationPolicy(metav1.DeletePropagationBackground), client.Preconditions{UID: &cm.UID})
+			}
+		}
+		if err != nil && !apierrors.IsNotFound(err) {
+			left = append(left, fmt.Sprintf("%s (%v)", shard.Cluster.Name, err))
+			continue
+		}
+		done[conn.key] = true
+	}
+	timeout := r.SpokeCleanupTimeout
+	if timeout == 0 {
+		timeout = DefaultSpokeCleanupTimeout
+	}
+	waited := r.Clock.Since(rsvc.DeletionTimestamp.Time)
+	if len(left) > 0 && waited < timeout {
+		r.Recorder.Eventf(rsvc, nil, corev1.EventTypeWarning, "SpokeCleanupPending", "Delete",
+			"waiting up to %s for unreachable clusters to remove this RoutingService's ReplicaSets: %v", (timeout - waited).Round(time.Second), left)
+		return ctrl.Result{RequeueAfter: 5 * time.Second}, nil
+	}
+	if len(left) > 0 {
+		logf.FromContext(ctx).Info("deleting with spokes not cleaned up", "left", left)
+		r.Recorder.Eventf(rsvc, nil, corev1.EventTypeWarning, "SpokeCleanupAbandoned", "Delete",
+			"clusters not reached within %s keep this RoutingService's ReplicaSets (delete its anchor ConfigMap %s there to remove them): %v", timeout, spoke.AnchorName(rsvc.Name), left)
+	}
+	patch := client.MergeFrom(rsvc.DeepCopy())
+	controllerutil.RemoveFinalizer(rsvc, routingv1alpha1.FinalizerClusters)
+	return ctrl.Result{}, client.IgnoreNotFound(r.Patch(ctx, rsvc, patch))
+}

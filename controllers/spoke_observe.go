@@ -1,0 +1,184 @@
+package controllers
+
+import (
+	"context"
+	"fmt"
+	"slices"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	routingv1alpha1 "github.com/schemagate/schemagate/api/v1alpha1"
+	"github.com/schemagate/schemagate/pkg/rollout"
+	"github.com/schemagate/schemagate/pkg/spoke"
+)
+
+// spokeShard is a shard in another cluster, as this reconcile reached it: the connection its
+// writes go through and the anchor that owns its ReplicaSets there.
+type spokeShard struct {
+	conn   *spokeConn
+	anchor *corev1.ConfigMap
+}
+
+// observeSpokes adds what the planner needs of every shard with spec.shards[].cluster to o: the
+// state of its cluster (o.Clusters), and, where the cluster is reachable and its anchor is this
+// RoutingService's, its ReplicaSets and routing pods, read from the spoke's cache. The
+// ReplicaSets are shown to the planner as the hub's own would be (in the RoutingService's
+// namespace, controlled by it); apply turns them back. Only ReplicaSets the anchor controls, or
+// that no one controls, are shown; nothing in a spoke is ever deleted because it is missing here.
+// The hub's own ReplicaSets of such a shard are left out (and alone).
+func (r *RoutingServiceReconciler) observeSpokes(ctx context.Context, rsvc *routingv1alpha1.RoutingService, o *rollout.Observed) map[string]*spokeShard {
+	clusterShards := map[string]bool{}
+	for _, s := range rsvc.Spec.Shards {
+		if s.Cluster != nil {
+			clusterShards[s.Name] = true
+		}
+	}
+	if len(clusterShards) == 0 {
+		return nil
+	}
+	o.ReplicaSets = slices.DeleteFunc(o.ReplicaSets, func(rs *appsv1.ReplicaSet) bool { return clusterShards[rs.Labels[rollout.LabelShard]] })
+	o.Clusters = map[string]rollout.ClusterView{}
+	out := map[string]*spokeShard{}
+	type anchorMemo struct {
+		cm  *corev1.ConfigMap
+		why string
+	}
+	anchors := map[*spokeConn]anchorMemo{}
+	for _, shard := range rsvc.Spec.Shards {
+		if shard.Cluster == nil {
+			continue
+		}
+		if r.Spokes == nil {
+			o.Clusters[shard.Name] = rollout.ClusterView{Name: shard.Cluster.Name, State: routingv1alpha1.ClusterConnecting, Message: errNoSpokes.Error()}
+			continue
+		}
+		view, conn := r.Spokes.view(ctx, rsvc, shard.Cluster)
+		if conn == nil {
+			o.Clusters[shard.Name] = view
+			continue
+		}
+		memo, ok := anchors[conn]
+		if !ok {
+			memo.cm, memo.why = r.anchor(ctx, rsvc, conn)
+			anchors[conn] = memo
+		}
+		anchor := memo.cm
+		if memo.why != "" || anchor == nil {
+			view.State, view.Message = routingv1alpha1.ClusterManagedElsewhere, memo.why
+			if anchor == nil {
+				view.State = routingv1alpha1.ClusterUnreachable
+			}
+			o.Clusters[shard.Name] = view
+			continue
+		}
+		sel := client.MatchingLabels{rollout.LabelName: rsvc.Name, rollout.LabelShard: shard.Name, rollout.LabelManagedBy: rollout.ManagedByValue}
+		var rss appsv1.ReplicaSetList
+		var pods corev1.PodList
+		if err := conn.cache.List(ctx, &rss, client.InNamespace(conn.namespace), sel); err != nil {
+			o.Clusters[shard.Name] = rollout.ClusterView{Name: shard.Cluster.Name, State: routingv1alpha1.ClusterUnreachable, Message: fmt.Sprintf("listing its ReplicaSets: %v", err)}
+			continue
+		}
+		if err := conn.cache.List(ctx, &pods, client.InNamespace(conn.namespace), sel); err != nil {
+			o.Clusters[shard.Name] = rollout.ClusterView{Name: shard.Cluster.Name, State: routingv1alpha1.ClusterUnreachable, Message: fmt.Sprintf("listing its pods: %v", err)}
+			continue
+		}
+		for i := range rss.Items {
+			rs := &rss.Items[i]
+			ref := metav1.GetControllerOf(rs)
+			if ref != nil && ref.UID != anchor.UID {
+				continue // another owner's: never touched
+			}
+			shown := rs.DeepCopy()
+			shown.Namespace = rsvc.Namespace
+			if ref != nil {
+				shown.OwnerReferences = []metav1.OwnerReference{rollout.ControllerRef(rsvc)}
+			}
+			o.ReplicaSets = append(o.ReplicaSets, shown)
+		}
+		for i := range pods.Items {
+			pod := &pods.Items[i]
+			if pod.Labels[rollout.LabelComponent] != rollout.ComponentRouting {
+				continue
+			}
+			countTerminating(o.TerminatingPods, pod)
+			owner := types.UID("")
+			if ref := metav1.GetControllerOf(pod); ref != nil {
+				owner = ref.UID
+			}
+			o.RoutingPods[owner]++
+		}
+		o.Clusters[shard.Name] = view
+		out[shard.Name] = &spokeShard{conn: conn, anchor: anchor}
+	}
+	return out
+}
+
+// anchor returns rsvc's anchor in conn's namespace, creating it when missing and bringing what it
+// records up to date. why is non-empty when the anchor is not this RoutingService's as managed by
+// this hub (and no takeover of it was asked for); the anchor is then returned unchanged.
+func (r *RoutingServiceReconciler) anchor(ctx context.Context, rsvc *routingv1alpha1.RoutingService, conn *spokeConn) (*corev1.ConfigMap, string) {
+	hub := r.Spokes.Hub
+	revisions := []string{rsvc.Status.StableRevision, rollout.Revision(&rsvc.Spec)}
+	cm := &corev1.ConfigMap{}
+	err := conn.cache.Get(ctx, client.ObjectKey{Namespace: conn.namespace, Name: spoke.AnchorName(rsvc.Name)}, cm)
+	if apierrors.IsNotFound(err) {
+		// The cache may be behind a create of this reconcile's or a previous one's: ask directly.
+		err = conn.client.Get(ctx, client.ObjectKey{Namespace: conn.namespace, Name: spoke.AnchorName(rsvc.Name)}, cm)
+	}
+	if apierrors.IsNotFound(err) {
+		cm = spoke.NewAnchor(rsvc, conn.namespace, hub, revisions)
+		if err := conn.client.Create(ctx, cm); err != nil {
+			return nil, fmt.Sprintf("creating its anchor ConfigMap %s/%s: %v", conn.namespace, cm.Name, err)
+		}
+		return cm, ""
+	}
+	if err != nil {
+		return nil, fmt.Sprintf("reading its anchor ConfigMap: %v", err)
+	}
+	a := spoke.ReadAnchor(cm)
+	why := a.Owner(rsvc, hub)
+	takeover := why != "" && a.Namespace == rsvc.Namespace && a.Name == rsvc.Name && a.Hub != "" && rsvc.Annotations[routingv1alpha1.AnnotationTakeover] == a.Hub
+	if why != "" && !takeover {
+		return cm, why
+	}
+	want := cm.DeepCopy()
+	spoke.SetAnchorData(want, rsvc, hub, revisions)
+	if takeover {
+		want.Data[spoke.KeyTakenOverFrom] = a.Hub
+	}
+	if !equalData(cm.Data, want.Data) {
+		if err := conn.client.Patch(ctx, want, client.MergeFromWithOptions(cm, client.MergeFromWithOptimisticLock{})); err != nil {
+			return nil, fmt.Sprintf("updating its anchor ConfigMap: %v", err)
+		}
+	}
+	return want, ""
+}
+
+func equalData(a, b map[string]string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for k, v := range a {
+		if w, ok := b[k]; !ok || w != v {
+			return false
+		}
+	}
+	return true
+}
+
+// toSpoke turns an action's ReplicaSet back into the spoke's object: its namespace there, and,
+// for a ReplicaSet being created, the anchor as its controller.
+func (s *spokeShard) toSpoke(a rollout.Action) rollout.Action {
+	rs := a.ReplicaSet.DeepCopy()
+	rs.Namespace = s.conn.namespace
+	if a.Kind == rollout.CreateReplicaSet {
+		rs.OwnerReferences = []metav1.OwnerReference{spoke.AnchorRef(s.anchor)}
+	}
+	a.ReplicaSet = rs
+	return a
+}

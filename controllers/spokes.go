@@ -1,0 +1,331 @@
+package controllers
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/rest"
+	toolscache "k8s.io/client-go/tools/cache"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
+
+	routingv1alpha1 "github.com/schemagate/schemagate/api/v1alpha1"
+	"github.com/schemagate/schemagate/pkg/rollout"
+	"github.com/schemagate/schemagate/pkg/spoke"
+)
+
+// Spokes keeps one client and one cache per cluster a shard names (a spoke), each limited to the
+// shard's namespace there and to the objects schemagate labels. A spoke is connected, probed and
+// re-connected in the background: a reconcile only reads what is known of it and never waits on
+// it, so a dead or slow spoke slows no other RoutingService or shard.
+//
+// Credentials are read with Get from the RoutingService's namespace, only the Secret a shard
+// names (never listed or watched), at most every SecretRecheck, so a rotated Secret is used
+// without a restart.
+type Spokes struct {
+	// Hub identifies this hub in the spokes' anchors (--hub-id).
+	Hub string
+	// Secrets reads the credential Secrets (the manager's API reader: no cache of Secrets).
+	Secrets client.Reader
+	Scheme  *runtime.Scheme
+	// ProbeInterval is how often each spoke is asked a question (a List of one ReplicaSet) to
+	// know it answers; ProbeTimeout bounds each. Defaults 5 s and 3 s.
+	ProbeInterval, ProbeTimeout time.Duration
+	// SyncTimeout bounds a new cache's first sync (default 30 s); SecretRecheck how often a
+	// Secret is read again (default 10 s).
+	SyncTimeout, SecretRecheck time.Duration
+
+	events chan event.GenericEvent
+	mu     sync.Mutex
+	conns  map[string]*spokeConn
+}
+
+// spokeConn is one spoke: a cluster's client and cache for one namespace there.
+type spokeConn struct {
+	key         string
+	secret      string
+	fingerprint string
+	secretRead  time.Time
+	namespace   string
+	client      client.Client // direct reads and writes
+	cache       cache.Cache
+	cancel      context.CancelFunc
+
+	mu          sync.Mutex
+	state       routingv1alpha1.ClusterState
+	message     string
+	lastContact time.Time
+	synced      bool
+	rebuild     bool
+	users       map[types.NamespacedName]bool
+}
+
+func (s *Spokes) defaults() {
+	if s.ProbeInterval == 0 {
+		s.ProbeInterval = 5 * time.Second
+	}
+	if s.ProbeTimeout == 0 {
+		s.ProbeTimeout = 3 * time.Second
+	}
+	if s.SyncTimeout == 0 {
+		s.SyncTimeout = 30 * time.Second
+	}
+	if s.SecretRecheck == 0 {
+		s.SecretRecheck = 10 * time.Second
+	}
+	if s.conns == nil {
+		s.conns = map[string]*spokeConn{}
+	}
+	if s.events == nil {
+		s.events = make(chan event.GenericEvent, 1024)
+	}
+}
+
+// Events is the channel of RoutingServices to reconcile because something changed in a spoke
+// (an object there, or its reachability).
+func (s *Spokes) Events() <-chan event.GenericEvent {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.defaults()
+	return s.events
+}
+
+// view returns what is known of the spoke of shard, for rsvc, and its connection when its cache
+// is in sync (nil otherwise). It starts or rebuilds the connection in the background when the
+// Secret is new, rotated or the connection asked for it; it never blocks on the spoke.
+func (s *Spokes) view(ctx context.Context, rsvc *routingv1alpha1.RoutingService, sc *routingv1alpha1.ShardCluster) (rollout.ClusterView, *spokeConn) {
+	s.mu.Lock()
+	s.defaults()
+	ns := sc.NamespaceOr(rsvc.Namespace)
+	secretName := sc.SecretName()
+	key := rsvc.Namespace + "/" + secretName + "/" + ns + "/" + string(sc.SecretFormat()) + "/" + sc.SecretKey()
+	c := s.conns[key]
+	now := time.Now()
+	s.mu.Unlock()
+
+	v := rollout.ClusterView{Name: sc.Name}
+	needRead := c == nil || now.Sub(c.secretRead) >= s.SecretRecheck || c.wantsRebuild()
+	if needRead {
+		var sec corev1.Secret
+		err := s.Secrets.Get(ctx, client.ObjectKey{Namespace: rsvc.Namespace, Name: secretName}, &sec)
+		switch {
+		case apierrors.IsNotFound(err):
+			v.State, v.Message = routingv1alpha1.ClusterCredentialsRefused, fmt.Sprintf("Secret %s/%s not found", rsvc.Namespace, secretName)
+			return v, nil
+		case err != nil:
+			v.State, v.Message = routingv1alpha1.ClusterCredentialsRefused, fmt.Sprintf("Secret %s/%s cannot be read: %v", rsvc.Namespace, secretName, err)
+			return v, nil
+		}
+		fp := spoke.Fingerprint(sec.Data)
+		if c == nil || c.fingerprint != fp || c.wantsRebuild() {
+			cfg, err := spoke.Config(sc, rsvc.Namespace+"/"+secretName, sec.Data)
+			if err != nil {
+				v.State, v.Message = routingv1alpha1.ClusterCredentialsRefused, err.Error()
+				return v, nil
+			}
+			cfg.Timeout = 10 * time.Second
+			nc, err := s.connect(ctx, key, ns, cfg)
+			if err != nil {
+				v.State, v.Message = routingv1alpha1.ClusterCredentialsRefused, fmt.Sprintf("Secret %s/%s: %v", rsvc.Namespace, secretName, err)
+				return v, nil
+			}
+			nc.secret, nc.fingerprint = secretName, fp
+			s.mu.Lock()
+			if old := s.conns[key]; old != nil {
+				old.cancel()
+				nc.users = old.users
+			}
+			s.conns[key] = nc
+			s.mu.Unlock()
+			c = nc
+		}
+		c.mu.Lock()
+		c.secretRead = now
+		c.mu.Unlock()
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.users[types.NamespacedName{Namespace: rsvc.Namespace, Name: rsvc.Name}] = true
+	v.State, v.Message, v.LastContact = c.state, c.message, c.lastContact
+	if v.State == routingv1alpha1.ClusterReachable && c.synced {
+		return v, c
+	}
+	if v.State == routingv1alpha1.ClusterReachable {
+		v.State, v.Message = routingv1alpha1.ClusterConnecting, "its cache is not in sync yet"
+	}
+	return v, nil
+}
+
+func (c *spokeConn) wantsRebuild() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.rebuild
+}
+
+// connect builds a spoke connection and starts it in the background: its cache (namespace ns,
+// schemagate's labels only), and the probe loop.
+func (s *Spokes) connect(parent context.Context, key, ns string, cfg *rest.Config) (*spokeConn, error) {
+	managed, err := labels.Parse(rollout.LabelManagedBy + "=" + rollout.ManagedByValue)
+	if err != nil {
+		return nil, err
+	}
+	direct, err := client.New(cfg, client.Options{Scheme: s.Scheme})
+	if err != nil {
+		return nil, err
+	}
+	ca, err := cache.New(cfg, cache.Options{Scheme: s.Scheme, DefaultNamespaces: map[string]cache.Config{ns: {}},
+		DefaultLabelSelector: managed, ReaderFailOnMissingInformer: true})
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithCancel(context.WithoutCancel(parent))
+	c := &spokeConn{key: key, namespace: ns, client: direct, cache: ca, cancel: cancel,
+		state: routingv1alpha1.ClusterConnecting, message: "connecting", users: map[types.NamespacedName]bool{}}
+	go s.run(ctx, c)
+	return c, nil
+}
+
+// run starts c's cache, waits (bounded) for its informers to sync, then probes c until its
+// context ends. Every change of state wakes c's RoutingServices.
+func (s *Spokes) run(ctx context.Context, c *spokeConn) {
+	log := logf.FromContext(ctx).WithValues("spoke", c.key)
+	go func() { _ = c.cache.Start(ctx) }()
+	for _, obj := range []client.Object{&appsv1.ReplicaSet{}, &corev1.Pod{}, &corev1.ConfigMap{}} {
+		syncCtx, done := context.WithTimeout(ctx, s.SyncTimeout)
+		inf, err := c.cache.GetInformer(syncCtx, obj)
+		done()
+		if err != nil {
+			if ctx.Err() != nil {
+				return
+			}
+			c.set(s, routingv1alpha1.ClusterUnreachable, fmt.Sprintf("its cache did not sync: %v", err), false)
+			c.mu.Lock()
+			c.rebuild = true
+			c.mu.Unlock()
+			return
+		}
+		_, _ = inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
+			AddFunc:    func(any) { s.wake(c) },
+			UpdateFunc: func(any, any) { s.wake(c) },
+			DeleteFunc: func(any) { s.wake(c) },
+		})
+	}
+	c.mu.Lock()
+	c.synced = true
+	c.mu.Unlock()
+	failing := false
+	for {
+		pctx, done := context.WithTimeout(ctx, s.ProbeTimeout)
+		var rs appsv1.ReplicaSetList
+		err := c.client.List(pctx, &rs, client.InNamespace(c.namespace), client.Limit(1))
+		done()
+		if ctx.Err() != nil {
+			return
+		}
+		switch {
+		case err == nil && failing:
+			// Back after a failure: the cache may hold what it had before it; start afresh so
+			// nothing is decided on it (the next reconcile connects again).
+			log.Info("spoke answers again; reconnecting")
+			c.mu.Lock()
+			c.rebuild, c.lastContact = true, time.Now()
+			c.mu.Unlock()
+			c.set(s, routingv1alpha1.ClusterConnecting, "it answers again; its cache is being rebuilt", true)
+			return
+		case err == nil:
+			c.set(s, routingv1alpha1.ClusterReachable, "", true)
+		case apierrors.IsUnauthorized(err) || apierrors.IsForbidden(err):
+			failing = true
+			c.set(s, routingv1alpha1.ClusterCredentialsRefused, fmt.Sprintf("Secret %s: the cluster refused its credentials: %v", c.secret, err), false)
+		default:
+			failing = true
+			c.set(s, routingv1alpha1.ClusterUnreachable, err.Error(), false)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(s.ProbeInterval):
+		}
+	}
+}
+
+// set records c's state (and contact, when it answered), and wakes its RoutingServices when the
+// state changed.
+func (c *spokeConn) set(s *Spokes, state routingv1alpha1.ClusterState, msg string, contact bool) {
+	c.mu.Lock()
+	changed := c.state != state
+	c.state, c.message = state, boundMessage(msg)
+	if contact {
+		c.lastContact = time.Now()
+	}
+	c.mu.Unlock()
+	if changed {
+		s.wake(c)
+	}
+}
+
+func boundMessage(msg string) string {
+	if len(msg) > 512 {
+		return msg[:512]
+	}
+	return msg
+}
+
+// wake queues a reconcile of every RoutingService that uses c (never blocks: when the queue is
+// full, a reconcile is already due).
+func (s *Spokes) wake(c *spokeConn) {
+	c.mu.Lock()
+	users := make([]types.NamespacedName, 0, len(c.users))
+	for u := range c.users {
+		users = append(users, u)
+	}
+	c.mu.Unlock()
+	for _, u := range users {
+		obj := &routingv1alpha1.RoutingService{}
+		obj.Namespace, obj.Name = u.Namespace, u.Name
+		select {
+		case s.events <- event.GenericEvent{Object: obj}:
+		default:
+		}
+	}
+}
+
+// errNoSpokes is the message of a shard with a cluster when the manager runs without Spokes.
+var errNoSpokes = errors.New("this manager was started without support for shards in other clusters")
+
+// +kubebuilder:rbac:groups="",resources=namespaces,verbs=get,resourceNames=kube-system
+
+// UnnamedHub is the hub identity of a manager that may not read the kube-system namespace and has
+// no --hub-id.
+const UnnamedHub = "unnamed-hub"
+
+// ResolveHubID returns flag when set, else the UID of the hub's kube-system namespace: stable for
+// the life of the cluster and different in a disaster-recovery copy started elsewhere. Errors
+// come from reading that namespace.
+func ResolveHubID(ctx context.Context, r client.Reader, flag string) (string, error) {
+	if flag != "" {
+		return flag, nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	var ns corev1.Namespace
+	if err := r.Get(ctx, client.ObjectKey{Name: "kube-system"}, &ns); apierrors.IsForbidden(err) {
+		// A namespaced install may not read it: every such hub is "unnamed" unless --hub-id
+		// names it (docs/clusters.md).
+		return UnnamedHub, nil
+	} else if err != nil {
+		return "", err
+	}
+	return "kube-system/" + string(ns.UID), nil
+}
