@@ -89,8 +89,7 @@ func (r *RoutingServiceReconciler) Reconcile(ctx context.Context, req ctrl.Reque
 	if !rsvc.DeletionTimestamp.IsZero() {
 		return r.finalizeSpokes(ctx, rsvc)
 	}
-	if added, err := r.ensureFinalizer(ctx, rsvc); err != nil || added {
-		// The write wakes this RoutingService again, with the finalizer in the cache.
+	if err := r.ensureFinalizer(ctx, rsvc); err != nil {
 		return ctrl.Result{}, err
 	}
 	if r.written.stale(req.NamespacedName, rsvc.ResourceVersion, r.Clock.Now()) {

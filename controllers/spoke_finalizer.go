@@ -45,17 +45,16 @@ func hasClusterShard(rsvc *routingv1alpha1.RoutingService) bool {
 }
 
 // ensureFinalizer adds schemagate.io/clusters to a RoutingService with a shard in another
-// cluster (the hub's garbage collector cannot reach a spoke). added says it wrote.
-func (r *RoutingServiceReconciler) ensureFinalizer(ctx context.Context, rsvc *routingv1alpha1.RoutingService) (bool, error) {
+// cluster (the hub's garbage collector cannot reach a spoke). rsvc is updated from the answer, so
+// the reconcile goes on with it (the write changes no generation, label or annotation: no event
+// of it wakes the controller).
+func (r *RoutingServiceReconciler) ensureFinalizer(ctx context.Context, rsvc *routingv1alpha1.RoutingService) error {
 	if !hasClusterShard(rsvc) || controllerutil.ContainsFinalizer(rsvc, routingv1alpha1.FinalizerClusters) {
-		return false, nil
+		return nil
 	}
 	patch := client.MergeFrom(rsvc.DeepCopy())
 	controllerutil.AddFinalizer(rsvc, routingv1alpha1.FinalizerClusters)
-	if err := r.Patch(ctx, rsvc, patch); err != nil {
-		return false, client.IgnoreNotFound(err)
-	}
-	return true, nil
+	return r.Patch(ctx, rsvc, patch)
 }
 
 // finalizeSpokes cleans up a RoutingService being deleted: in each spoke it reaches, it deletes
