@@ -66,7 +66,10 @@ func TestUnreachableClusterHoldsItsShardAndTheRollout(t *testing.T) {
 	w := clustered(t)
 	w.rsvc.Spec.Strategy.UnreachableDeadlineSeconds = new(int32(300))
 	w.update("app:v2", "1", "migrate:ok")
-	w.run(200, func() bool { ss := w.stepOf("eu-west"); return ss != nil && ss.Step == routingv1alpha1.ShardStepProgressing })
+	w.run(200, func() bool {
+		ss := w.stepOf("eu-west")
+		return ss != nil && ss.Step == routingv1alpha1.ShardStepProgressing
+	})
 	w.cut("eu-west", routingv1alpha1.ClusterUnreachable)
 	w.log = nil
 	for i := 0; i < 400; i++ { // 400 s: past the progress deadline and the unreachable deadline
@@ -110,7 +113,10 @@ func TestUnreachablePolicySkipGoesOnAndRollsTheShardOnReturn(t *testing.T) {
 	w.rsvc.Spec.Strategy.UnreachablePolicy = routingv1alpha1.UnreachableSkip
 	w.cut("eu-west", routingv1alpha1.ClusterCredentialsRefused)
 	w.update("app:v2", "1", "migrate:ok")
-	w.run(300, func() bool { ss := w.stepOf("ap-south"); return ss != nil && ss.Step == routingv1alpha1.ShardStepPromoted && ss.StepRevision == w.rsvc.Status.UpdateRevision })
+	w.run(300, func() bool {
+		ss := w.stepOf("ap-south")
+		return ss != nil && ss.Step == routingv1alpha1.ShardStepPromoted && ss.StepRevision == w.rsvc.Status.UpdateRevision
+	})
 	if got := w.shardImages(); got != "us-east=app:v2:3 eu-west=app:v1:3 ap-south=app:v2:3" {
 		t.Fatalf("with eu-west skipped: %s", got)
 	}
