@@ -8,6 +8,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
 
 	routingv1alpha1 "github.com/schemagate/schemagate/api/v1alpha1"
 	"github.com/schemagate/schemagate/pkg/rollout"
@@ -41,17 +42,16 @@ func AnchorName(name string) string { return name + "-schemagate" }
 
 // Anchor is what an anchor records.
 type Anchor struct {
-	Hub                 string
-	Namespace, Name     string
-	UID                 types.UID
-	Generation          int64
-	Revisions           []string
-	SchemaVersion       string
-	TakenOverFrom       string
-	ConfigMapUID        types.UID
-	ConfigMapNamespace  string
-	ResourceVersion     string
-	ConfigMapAnnotation map[string]string
+	Hub                string
+	Namespace, Name    string
+	UID                types.UID
+	Generation         int64
+	Revisions          []string
+	SchemaVersion      string
+	TakenOverFrom      string
+	ConfigMapUID       types.UID
+	ConfigMapNamespace string
+	ResourceVersion    string
 }
 
 // NewAnchor returns the anchor ConfigMap for rsvc in namespace ns of a spoke, managed by hub.
@@ -121,8 +121,5 @@ func (a Anchor) Owner(rsvc *routingv1alpha1.RoutingService, hub string) string {
 
 // AnchorRef is the controller reference of the spoke objects an anchor owns.
 func AnchorRef(cm *corev1.ConfigMap) metav1.OwnerReference {
-	return metav1.OwnerReference{APIVersion: "v1", Kind: "ConfigMap", Name: cm.Name, UID: cm.UID, Controller: ptrTrue(), BlockOwnerDeletion: ptrFalse()}
+	return metav1.OwnerReference{APIVersion: "v1", Kind: "ConfigMap", Name: cm.Name, UID: cm.UID, Controller: ptr.To(true), BlockOwnerDeletion: ptr.To(false)}
 }
-
-func ptrTrue() *bool  { b := true; return &b }
-func ptrFalse() *bool { b := false; return &b }
