@@ -100,6 +100,8 @@ func TestCRDDefaultsMatchGoConstants(t *testing.T) {
 		"strategy.failurePolicy":                          DefaultFailurePolicy,
 		"strategy.revisionHistoryLimit":                   DefaultRevisionHistoryLimit,
 		"strategy.jobHistoryLimit":                        DefaultJobHistoryLimit,
+		"strategy.unreachablePolicy":                      DefaultUnreachablePolicy,
+		"strategy.unreachableDeadlineSeconds":             DefaultUnreachableDeadlineSeconds,
 		"disruptionBudget":                                map[string]any{},
 		"disruptionBudget.enabled":                        DefaultDisruptionBudgetEnabled,
 		"schema.migration.backoffLimit":                   DefaultMigrationBackoffLimit,

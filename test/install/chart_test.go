@@ -202,10 +202,11 @@ func TestChartWatchNamespaces(t *testing.T) {
 }
 
 // clusterScoped reports whether a rule names only the cluster-scoped resources the manager
-// needs: the reviews its metrics endpoint asks the API server for.
+// needs: the reviews its metrics endpoint asks the API server for, and the kube-system namespace
+// its hub identity is read from.
 func clusterScoped(r rbacv1.PolicyRule) bool {
 	for _, res := range r.Resources {
-		if res != "tokenreviews" && res != "subjectaccessreviews" {
+		if res != "tokenreviews" && res != "subjectaccessreviews" && res != "namespaces" {
 			return false
 		}
 	}
@@ -439,5 +440,50 @@ func TestChartReleaseFitsASecret(t *testing.T) {
 	t.Logf("release: %d bytes of JSON, %d stored in the Secret", len(b), stored)
 	if stored > corev1.MaxSecretSize {
 		t.Errorf("the release Secret would hold %d bytes, more than %d", stored, corev1.MaxSecretSize)
+	}
+}
+
+// hubID names the hub: the manager is told so, and the ClusterRole that lets it read the
+// kube-system namespace's UID (its identity otherwise) is not rendered; without it the
+// ClusterRole grants get on that one namespace and nothing else.
+func TestChartHubID(t *testing.T) {
+	r, err := RenderChart(ChartDir(), "sg", "ops", withImage(map[string]any{"hubID": "hub-eu-1"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	objs := objects(t, []byte(r.Manifest))
+	d := oneDeployment(t, objs)
+	if !slices.Contains(d.Spec.Template.Spec.Containers[0].Args, "--hub-id=hub-eu-1") {
+		t.Errorf("args %v lack --hub-id=hub-eu-1", d.Spec.Template.Spec.Containers[0].Args)
+	}
+	for _, o := range only(objs, "ClusterRole", "") {
+		for _, rule := range decode[rbacv1.ClusterRole](t, o).Rules {
+			if slices.Contains(rule.Resources, "namespaces") {
+				t.Errorf("ClusterRole %s grants %v although hubID is set", o.Name, rule)
+			}
+		}
+	}
+	r, err = RenderChart(ChartDir(), "sg", "ops", teams)
+	if err != nil {
+		t.Fatal(err)
+	}
+	objs = objects(t, []byte(r.Manifest))
+	found := false
+	for _, o := range only(objs, "ClusterRole", "") {
+		for _, rule := range decode[rbacv1.ClusterRole](t, o).Rules {
+			if !slices.Contains(rule.Resources, "namespaces") {
+				continue
+			}
+			found = true
+			if !slices.Equal(rule.ResourceNames, []string{"kube-system"}) || !slices.Equal(rule.Verbs, []string{"get"}) {
+				t.Errorf("ClusterRole %s: %v, want get on kube-system only", o.Name, rule)
+			}
+		}
+	}
+	if !found {
+		t.Error("no ClusterRole lets the manager read kube-system's UID")
+	}
+	if _, err := RenderChart(ChartDir(), "sg", "ops", withImage(map[string]any{"hubID": "two words"})); err == nil {
+		t.Error("hubID with a space rendered")
 	}
 }

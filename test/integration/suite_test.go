@@ -13,6 +13,7 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/clock"
@@ -37,6 +38,9 @@ var (
 	kit      story.Kit
 	rootDir  string
 	assetDir string
+	// hubID is the suite's hub identity, as the manager resolves it with no --hub-id (the UID
+	// of kube-system, read through the recorded client).
+	hubID string
 )
 
 func TestMain(m *testing.M) {
@@ -76,6 +80,10 @@ func run(m *testing.M) int {
 	mgr, err := ctrl.NewManager(managerVerbs.wrap(cfg), opts)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "manager:", err)
+		return 1
+	}
+	if hubID, err = controllers.ResolveHubID(ctx, mgr.GetAPIReader(), ""); err != nil {
+		fmt.Fprintln(os.Stderr, "hub id:", err)
 		return 1
 	}
 	if err := suiteReconciler(mgr).SetupWithManager(mgr); err != nil {
@@ -144,5 +152,10 @@ func suiteReconciler(mgr ctrl.Manager) *controllers.RoutingServiceReconciler {
 		Clock:     clock.RealClock{},
 		APIReader: mgr.GetAPIReader(),
 		Measurer:  &measure.Taker{Transport: loopbackOnly()},
+		// Spoke clusters: the stories' spokes are namespaces of this same API server, reached
+		// through a kubeconfig Secret like any other cluster (clusters_test.go).
+		Spokes: &controllers.Spokes{Hub: hubID, Secrets: mgr.GetAPIReader(), Scheme: mgr.GetScheme(),
+			ProbeInterval: time.Second, SecretRecheck: 2 * time.Second},
+		SpokeCleanupTimeout: 20 * time.Second,
 	}
 }

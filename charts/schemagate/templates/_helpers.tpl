@@ -37,14 +37,16 @@ schemagate.metricsCertDir: where the Secret metrics.certSecret is mounted, the m
 {{/*
 schemagate.namespacedRules: what the manager does in a namespace it watches. The same rules as
 config/rbac/role.yaml, which controller-gen generates from the markers beside the reconciler;
-test/install fails when this list grants less. routingservices/finalizers update: the owner
+test/install fails when this list grants less. routingservices patch adds and removes the finalizer of a RoutingService with shards in other
+clusters; secrets get reads the kubeconfig Secrets those shards name (one get each, never a list
+or a watch; docs/clusters.md). routingservices/finalizers update: the owner
 references the manager sets block their owner's deletion, which the
 OwnerReferencesPermissionEnforcement admission plugin allows only with this verb.
 */}}
 {{- define "schemagate.namespacedRules" -}}
 - apiGroups: ["routing.schemagate.io"]
   resources: ["routingservices"]
-  verbs: ["list", "watch"]
+  verbs: ["list", "watch", "patch"]
 - apiGroups: ["routing.schemagate.io"]
   resources: ["routingservices/status"]
   verbs: ["update"]
@@ -69,6 +71,9 @@ OwnerReferencesPermissionEnforcement admission plugin allows only with this verb
 - apiGroups: ["policy"]
   resources: ["poddisruptionbudgets"]
   verbs: ["get", "list", "watch", "create", "patch", "delete"]
+- apiGroups: [""]
+  resources: ["secrets"]
+  verbs: ["get"]
 {{- end -}}
 
 {{/*

@@ -1,0 +1,149 @@
+package integration
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+
+	routingv1alpha1 "github.com/schemagate/schemagate/api/v1alpha1"
+	"github.com/schemagate/schemagate/pkg/rollout"
+	"github.com/schemagate/schemagate/pkg/spoke"
+	"github.com/schemagate/schemagate/test/story"
+)
+
+// spokeKubeconfig is a kubeconfig for a user of the suite's API server (a client certificate,
+// inlined as schemagate requires), to stand for a region cluster: the stories' spoke is another
+// namespace of the same API server, reached only through that Secret.
+func spokeKubeconfig(t *testing.T) []byte {
+	t.Helper()
+	u, err := testEnv.AddUser(envtest.User{Name: "spoke-" + t.Name(), Groups: []string{"system:masters"}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kc, err := u.KubeConfig()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return kc
+}
+
+// spokeReplicaSets lists rs-a's ReplicaSets in the spoke namespace.
+func spokeReplicaSets(t *testing.T, ns string) []appsv1.ReplicaSet {
+	t.Helper()
+	var list appsv1.ReplicaSetList
+	if err := k8s.List(context.Background(), &list, client.InNamespace(ns), client.MatchingLabels{rollout.LabelName: "rs-a"}); err != nil {
+		t.Fatal(err)
+	}
+	return list.Items
+}
+
+// A shard in another cluster, through the API server: eu-west names cluster "eu" (Secret
+// eu-kubeconfig); its ReplicaSets are created there, controlled by the anchor ConfigMap, never in
+// the hub's namespace, and the shard counts towards Ready like any other. A deleted Secret is
+// CredentialsRefused (named), Ready goes False and nothing serving changes; the Secret back, the
+// shard is Reachable again. Deleting the RoutingService removes the anchor (the finalizer), so
+// the garbage collector of that cluster takes the ReplicaSets with it.
+func TestStoryShardInAnotherCluster(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	ns := kit.NewNamespace(t)
+	spokeNS := kit.NewNamespace(t)
+	fake.setDatabase(spokeNS, "1", false) // one database for both clusters
+	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "eu-kubeconfig"},
+		Data: map[string][]byte{"value": spokeKubeconfig(t)}}
+	if err := k8s.Create(ctx, secret); err != nil {
+		t.Fatal(err)
+	}
+	rsvc := story.Fixture(ns)
+	rsvc.Spec.Shards[1].Cluster = &routingv1alpha1.ShardCluster{Name: "eu", Namespace: spokeNS}
+	if err := k8s.Create(ctx, rsvc); err != nil {
+		t.Fatal(err)
+	}
+	kit.WaitReady(t, ns, 60*time.Second)
+	story.Eventually(t, 10*time.Second, "ClustersReachable", kit.HasCondition(t, ns, routingv1alpha1.ConditionClustersReachable, metav1.ConditionTrue, routingv1alpha1.ReasonClustersReachable))
+
+	for _, rs := range kit.ReplicaSets(t, ns) {
+		if rs.Labels[rollout.LabelShard] == "eu-west" {
+			t.Fatalf("eu-west ReplicaSet %s in the hub's namespace", rs.Name)
+		}
+	}
+	anchor := &corev1.ConfigMap{}
+	if err := k8s.Get(ctx, client.ObjectKey{Namespace: spokeNS, Name: spoke.AnchorName("rs-a")}, anchor); err != nil {
+		t.Fatalf("anchor: %v", err)
+	}
+	if a := spoke.ReadAnchor(anchor); a.Hub != hubID || a.UID != kit.Get(t, ns).UID {
+		t.Fatalf("anchor %+v, want hub %s and the RoutingService's UID", a, hubID)
+	}
+	spokeRS := spokeReplicaSets(t, spokeNS)
+	if len(spokeRS) != 1 || spokeRS[0].Labels[rollout.LabelShard] != "eu-west" || spokeRS[0].Status.AvailableReplicas != 3 {
+		t.Fatalf("spoke ReplicaSets %v", spokeRS)
+	}
+	if ref := metav1.GetControllerOf(&spokeRS[0]); ref == nil || ref.UID != anchor.UID {
+		t.Fatalf("spoke ReplicaSet controlled by %+v, want the anchor", ref)
+	}
+	got := kit.Get(t, ns)
+	if ss := shardStatusOf(got, "eu-west"); ss == nil || ss.Cluster == nil || ss.Cluster.State != routingv1alpha1.ClusterReachable || ss.Cluster.LastContactTime == nil {
+		t.Fatalf("eu-west status %+v", ss)
+	}
+	if !slices.Contains(got.Finalizers, routingv1alpha1.FinalizerClusters) {
+		t.Fatalf("finalizers %v", got.Finalizers)
+	}
+
+	// The Secret is gone: refused, named, and nothing serving changes.
+	if err := k8s.Delete(ctx, secret); err != nil {
+		t.Fatal(err)
+	}
+	story.Eventually(t, 30*time.Second, "CredentialsRefused", func() error {
+		c := meta.FindStatusCondition(kit.Get(t, ns).Status.Conditions, routingv1alpha1.ConditionClustersReachable)
+		if c == nil || c.Status != metav1.ConditionFalse || c.Reason != routingv1alpha1.ReasonCredentialsRefused || !strings.Contains(c.Message, "eu-kubeconfig") {
+			return fmt.Errorf("ClustersReachable %+v", c)
+		}
+		return nil
+	})
+	story.Eventually(t, 10*time.Second, "Ready False", kit.HasCondition(t, ns, routingv1alpha1.ConditionReady, metav1.ConditionFalse, routingv1alpha1.ReasonCredentialsRefused))
+	if rs := spokeReplicaSets(t, spokeNS); len(rs) != 1 || *rs[0].Spec.Replicas != 3 {
+		t.Fatalf("spoke ReplicaSets changed: %v", rs)
+	}
+
+	secret = &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "eu-kubeconfig"},
+		Data: map[string][]byte{"value": spokeKubeconfig(t)}}
+	if err := k8s.Create(ctx, secret); err != nil {
+		t.Fatal(err)
+	}
+	story.Eventually(t, 30*time.Second, "Reachable again", kit.HasCondition(t, ns, routingv1alpha1.ConditionClustersReachable, metav1.ConditionTrue, routingv1alpha1.ReasonClustersReachable))
+	kit.WaitReady(t, ns, 30*time.Second)
+
+	// Deletion: the anchor goes, then the finalizer.
+	if err := k8s.Delete(ctx, kit.Get(t, ns)); err != nil {
+		t.Fatal(err)
+	}
+	story.Eventually(t, 30*time.Second, "the RoutingService and its anchor gone", func() error {
+		if err := k8s.Get(ctx, kitKey(ns), &routingv1alpha1.RoutingService{}); !apierrors.IsNotFound(err) {
+			return fmt.Errorf("RoutingService: %v", err)
+		}
+		if err := k8s.Get(ctx, client.ObjectKeyFromObject(anchor), &corev1.ConfigMap{}); !apierrors.IsNotFound(err) {
+			return fmt.Errorf("anchor: %v", err)
+		}
+		return nil
+	})
+}
+
+func shardStatusOf(r *routingv1alpha1.RoutingService, shard string) *routingv1alpha1.ShardStatus {
+	for i := range r.Status.Shards {
+		if r.Status.Shards[i].Name == shard {
+			return &r.Status.Shards[i]
+		}
+	}
+	return nil
+}
