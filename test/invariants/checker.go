@@ -68,6 +68,15 @@ type Checker struct {
 	pendingI1  []pendingCheck
 	violations []string
 	events     int
+
+	// confirmedWall[ns/rsvc-uid][version] is when this checker first saw that version confirmed
+	// (its clock): what a region's checker compares its ReplicaSets with (Follow).
+	confirmedWall map[string]map[string]time.Time
+	// hub is set on a region cluster's checker (Follow): its ReplicaSets controlled by a spoke
+	// anchor are checked against the hub's RoutingServices and confirmations.
+	hub          *Checker
+	pendingSpoke []pendingCheck
+	servedGen    map[string]int64 // spoke I2 key → the RoutingService generation it was judged on
 }
 
 type jobEvidence struct {
@@ -90,7 +99,18 @@ type pendingCheck struct {
 	due  time.Time
 	rsRV int64
 	rs   *appsv1.ReplicaSet
+	// seen is when a region's checker saw the scale-up, and uid the RoutingService it belongs to
+	// once found in the hub (spoke checks only).
+	seen time.Time
+	uid  string
 }
+
+// spokeSlack bounds how much later the hub's checker may see a confirmation than a region's
+// checker sees the scale-up it allowed: resourceVersions of two etcds cannot be compared, so
+// across clusters I1 is judged by this checker's clock. A spoke ReplicaSet scaled up more than
+// spokeSlack before the hub saw its schema confirmed, or never confirmed, is a violation; one
+// scaled up less than spokeSlack early is not caught (the weaker, cross-cluster form of I1).
+const spokeSlack = 10 * time.Second
 
 // settleDelay is how long an I1 check waits before it is first looked at; one that is not
 // confirmed then is looked at again until the end (informers of different kinds lag each other,
@@ -116,7 +136,43 @@ func New() *Checker {
 		rsvcs:       map[string]*routingv1alpha1.RoutingService{},
 		rss:         map[string]*appsv1.ReplicaSet{},
 		served:      map[string]bool{},
+
+		confirmedWall: map[string]map[string]time.Time{},
+		servedGen:     map[string]int64{},
 	}
+}
+
+// Follow makes k a region cluster's checker for hub: ReplicaSets in k's cluster that a spoke
+// anchor controls (the ConfigMap <name>-schemagate) are checked for I1 against hub's
+// confirmations and for I2 against hub's RoutingService of the same namespace and name (the
+// tests' spokes use the hub's namespace names). Call it before Watch delivers events.
+func (k *Checker) Follow(hub *Checker) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	k.hub = hub
+}
+
+// hubView returns a copy of the hub's RoutingService ns/name and its confirmations' first-seen
+// times (nil, nil when the hub has no such RoutingService).
+func (k *Checker) hubView(ns, name string) (*routingv1alpha1.RoutingService, map[string]time.Time) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	rsvc := k.rsvcs[ns+"/"+name]
+	if rsvc == nil {
+		return nil, nil
+	}
+	out := map[string]time.Time{}
+	for v, at := range k.confirmedWall[ns+"/"+string(rsvc.UID)] {
+		out[v] = at
+	}
+	return rsvc.DeepCopy(), out
+}
+
+// anchored reports whether rs is controlled by a spoke anchor (spoke.AnchorName of its
+// RoutingService's name).
+func anchored(rs *appsv1.ReplicaSet) bool {
+	ref := metav1.GetControllerOf(rs)
+	return ref != nil && ref.Kind == "ConfigMap" && ref.Name == rs.Labels[rollout.LabelName]+"-schemagate"
 }
 
 // Watch registers the checker on c's informers for RoutingServices, ReplicaSets, Jobs and Pods. c must
@@ -267,6 +323,16 @@ func (k *Checker) observe(o any) {
 			before = *old.Spec.Replicas
 		}
 		k.rss[key] = obj.DeepCopy()
+		if k.hub != nil && anchored(obj) {
+			if obj.Spec.Replicas != nil && *obj.Spec.Replicas > before {
+				now := time.Now()
+				k.pendingSpoke = append(k.pendingSpoke, pendingCheck{due: now.Add(settleDelay), seen: now, rs: obj.DeepCopy()})
+			}
+			if rsvc, _ := k.hub.hubView(obj.Namespace, obj.Labels[rollout.LabelName]); rsvc != nil {
+				k.checkSpokeI2(rsvc, obj.Labels[rollout.LabelShard])
+			}
+			return
+		}
 		// I1 is about what schemagate asks for: a create with replicas, or a scale-up. An orphaned
 		// ReplicaSet adopted by a re-created RoutingService (S-20) keeps the pods it already ran.
 		if ref := metav1.GetControllerOf(obj); ref == nil || ref.Kind != "RoutingService" {
@@ -343,6 +409,12 @@ func (k *Checker) confirm(e *jobEvidence) {
 		if seen, ok := k.confirmedAt[key][v]; !ok || at < seen {
 			k.confirmedAt[key][v] = at
 		}
+		if k.confirmedWall[key] == nil {
+			k.confirmedWall[key] = map[string]time.Time{}
+		}
+		if _, ok := k.confirmedWall[key][v]; !ok {
+			k.confirmedWall[key][v] = time.Now()
+		}
 	}
 	if !e.check {
 		record(e.early, e.doneAt)
@@ -416,6 +488,50 @@ func (k *Checker) settle(final bool) {
 		}
 	}
 	k.pendingI1 = keep
+	k.settleSpoke(final, now)
+}
+
+// settleSpoke decides the spoke I1 checks that are due: a schema inside the ReplicaSet's range
+// must have been seen confirmed in the hub no later than spokeSlack after the scale-up was seen.
+// k.mu is held; the hub's is taken inside (never the other way round).
+func (k *Checker) settleSpoke(final bool, now time.Time) {
+	var keep []pendingCheck
+	for _, p := range k.pendingSpoke {
+		if !final && now.Before(p.due) {
+			keep = append(keep, p)
+			continue
+		}
+		rsvc, confirmed := k.hub.hubView(p.rs.Namespace, p.rs.Labels[rollout.LabelName])
+		if rsvc == nil || (p.uid != "" && string(rsvc.UID) != p.uid) {
+			if !final && p.uid == "" {
+				keep = append(keep, p)
+			}
+			continue
+		}
+		p.uid = string(rsvc.UID)
+		need, newest := rollout.RecordedRange(p.rs)
+		ok := false
+		for v, at := range confirmed {
+			if schemaversion.AtLeast(v, need) && (newest == "" || schemaversion.AtLeast(newest, v)) && at.Before(p.seen.Add(spokeSlack)) {
+				ok = true
+				break
+			}
+		}
+		if !ok && !final {
+			keep = append(keep, p)
+			continue
+		}
+		if !ok {
+			var seen []string
+			for v, at := range confirmed {
+				seen = append(seen, fmt.Sprintf("%s at %s", v, at.Format("15:04:05.000")))
+			}
+			sort.Strings(seen)
+			k.violations = append(k.violations, fmt.Sprintf("I1 (spoke): ReplicaSet %s/%s asked for %d replicas at %s, before schema %s was confirmed in the hub (confirmations seen: %v)",
+				p.rs.Namespace, p.rs.Name, *p.rs.Spec.Replicas, p.seen.Format("15:04:05.000"), need, seen))
+		}
+	}
+	k.pendingSpoke = keep
 }
 
 // checkI2 checks a shard of rsvc. Only the ReplicaSets rsvc controls count, and a RoutingService
@@ -454,6 +570,46 @@ func (k *Checker) checkI2(ns string, rsvc *routingv1alpha1.RoutingService, shard
 	if k.served[key] {
 		k.violations = append(k.violations, fmt.Sprintf("I2: shard %s has %d available replicas, below replicas-maxUnavailable = %d (%s)", key, available, floor, strings.Join(detail, ", ")))
 		// Report each dip once; it counts as served again when it recovers.
+		k.served[key] = false
+	}
+}
+
+// checkSpokeI2 is checkI2 for a shard whose ReplicaSets live in this (region) cluster, controlled
+// by the spoke anchor, judged on the hub's RoutingService; a new generation starts it afresh.
+func (k *Checker) checkSpokeI2(rsvc *routingv1alpha1.RoutingService, shard string) {
+	ns := rsvc.Namespace
+	if _, exempt := k.exemptI2[ns]; rsvc.DeletionTimestamp != nil || exempt {
+		return
+	}
+	var spec *routingv1alpha1.ShardSpec
+	for i := range rsvc.Spec.Shards {
+		if rsvc.Spec.Shards[i].Name == shard {
+			spec = &rsvc.Spec.Shards[i]
+		}
+	}
+	if spec == nil {
+		return
+	}
+	key := "spoke:" + ns + "/" + rsvc.Name + "/" + string(rsvc.UID) + "/" + shard
+	if k.servedGen[key] != rsvc.Generation {
+		k.servedGen[key] = rsvc.Generation
+		delete(k.served, key)
+	}
+	var available int32
+	var detail []string
+	for _, rs := range k.rss {
+		if rs.Namespace == ns && rs.Labels[rollout.LabelName] == rsvc.Name && rs.Labels[rollout.LabelShard] == shard && anchored(rs) {
+			available += min(rs.Status.AvailableReplicas, ptr.Deref(rs.Spec.Replicas, 1))
+			detail = append(detail, fmt.Sprintf("%s %d/%d@%s", rs.Labels[rollout.LabelRevision], rs.Status.AvailableReplicas, ptr.Deref(rs.Spec.Replicas, 1), rs.ResourceVersion))
+		}
+	}
+	floor := rollout.ResolveBudget(spec.Replicas, rsvc.Spec.Strategy.MaxSurge, rsvc.Spec.Strategy.MaxUnavailable).MinAvailable()
+	if available >= floor {
+		k.served[key] = true
+		return
+	}
+	if k.served[key] {
+		k.violations = append(k.violations, fmt.Sprintf("I2 (spoke): shard %s has %d available replicas, below replicas-maxUnavailable = %d (%s)", key, available, floor, strings.Join(detail, ", ")))
 		k.served[key] = false
 	}
 }

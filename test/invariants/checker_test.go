@@ -3,6 +3,7 @@ package invariants
 import (
 	"strconv"
 	"testing"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	batchv1 "k8s.io/api/batch/v1"
@@ -180,5 +181,91 @@ func TestI1ContractEarlyReportConfirms(t *testing.T) {
 	pod.Status.Phase = corev1.PodRunning // a sidecar still runs
 	if v := verdict(t, testRSVC(), job, done, pod, testRS(1740, 2)); len(v) > 0 {
 		t.Errorf("the contract pod's early report at rv 1738 confirms schema 1 before rv 1740: %v", v)
+	}
+}
+
+// spokeRS is testRS as it lives in a region cluster: controlled by the spoke anchor.
+func spokeRS(replicas, available int32) *appsv1.ReplicaSet {
+	rs := testRS(10, replicas)
+	rs.OwnerReferences = []metav1.OwnerReference{{APIVersion: "v1", Kind: "ConfigMap", Name: "rs-a-schemagate", UID: "anchor-uid", Controller: ptr.To(true)}}
+	rs.Status.AvailableReplicas = available
+	return rs
+}
+
+// hubAndRegion returns a hub checker that has seen rs-a (us-east 3 replicas) and, with confirmed,
+// its schema-1 migration confirmed; and a region checker following it.
+func hubAndRegion(confirmed bool) (*Checker, *Checker) {
+	hub, region := New(), New()
+	region.Follow(hub)
+	rsvc := testRSVC()
+	rsvc.Spec.Shards = []routingv1alpha1.ShardSpec{{Name: "us-east", Replicas: 3}}
+	hub.observe(rsvc)
+	if confirmed {
+		job := testJob(jobUID, "rs-a-schema-1", 1723, false, true)
+		hub.observe(job)
+		hub.observe(testPod(job, 1738))
+	}
+	return hub, region
+}
+
+// Across clusters I1 is judged by the checkers' clock: a spoke ReplicaSet scaled up after the
+// hub saw its schema confirmed passes; one with no confirmation, or scaled up more than
+// spokeSlack before it, is a violation.
+func TestSpokeI1(t *testing.T) {
+	_, region := hubAndRegion(true)
+	region.observe(spokeRS(2, 0))
+	region.settle(true)
+	if v, _ := region.Violations(); len(v) > 0 {
+		t.Errorf("scaled after the confirmation: %v", v)
+	}
+
+	_, region = hubAndRegion(false)
+	region.observe(spokeRS(2, 0))
+	region.settle(true)
+	if v, _ := region.Violations(); len(v) != 1 {
+		t.Errorf("no confirmation: want one violation, got %v", v)
+	}
+
+	hub, region := hubAndRegion(true)
+	for v := range hub.confirmedWall[ns+"/"+string(rsvcUID)] {
+		hub.confirmedWall[ns+"/"+string(rsvcUID)][v] = time.Now().Add(2 * spokeSlack)
+	}
+	region.observe(spokeRS(2, 0))
+	region.settle(true)
+	if v, _ := region.Violations(); len(v) != 1 {
+		t.Errorf("scaled up long before the hub saw the confirmation: want one violation, got %v", v)
+	}
+
+	// A ReplicaSet the RoutingService itself controls in a region is not a spoke's (not checked
+	// against the hub).
+	_, region = hubAndRegion(false)
+	region.observe(testRS(10, 2))
+	region.settle(true)
+	if v, _ := region.Violations(); len(v) != 1 {
+		t.Errorf("a RoutingService-controlled ReplicaSet is checked as before (no confirmation there): got %v", v)
+	}
+}
+
+// I2 for a spoke shard: once it served, a dip below its floor is a violation; a new generation
+// of the hub's RoutingService (more replicas asked for) starts afresh.
+func TestSpokeI2(t *testing.T) {
+	hub, region := hubAndRegion(true)
+	region.observe(spokeRS(3, 3))
+	dip := spokeRS(3, 1)
+	dip.ResourceVersion = "11"
+	region.observe(dip)
+	if v, _ := region.Violations(); len(v) != 1 {
+		t.Fatalf("a dip from 3 to 1 available (floor 3): want one violation, got %v", v)
+	}
+
+	hub, region = hubAndRegion(true)
+	region.observe(spokeRS(3, 3))
+	bigger := testRSVC()
+	bigger.Generation = 2
+	bigger.Spec.Shards = []routingv1alpha1.ShardSpec{{Name: "us-east", Replicas: 5}}
+	hub.observe(bigger)
+	region.observe(spokeRS(5, 3))
+	if v, _ := region.Violations(); len(v) > 0 {
+		t.Errorf("replicas raised to 5 while 3 are available is no dip: %v", v)
 	}
 }

@@ -23,6 +23,7 @@ import (
 	"github.com/schemagate/schemagate/pkg/spoke"
 	"github.com/schemagate/schemagate/test/fleet"
 	"github.com/schemagate/schemagate/test/realstack"
+	"github.com/schemagate/schemagate/test/traffic"
 )
 
 // story is one RoutingService whose three shards each live in their own region cluster.
@@ -178,6 +179,34 @@ func (s *story) answering() map[string]int {
 		}
 	}
 	return out
+}
+
+// startTraffic sends 20 requests per second to each shard's routers over the seeded domains, each
+// shard's backends read from its own region cluster (directly: the partitions cut only the hub's
+// link), so what it counts is what a region's edge serves whatever the hub does.
+func (s *story) startTraffic() *traffic.Generator {
+	var shards, domains []string
+	lookups := map[string]traffic.Backends{}
+	for i, r := range realstack.Regions {
+		shards = append(shards, r.Shard)
+		sel := map[string]map[string]string{r.Shard: {rollout.LabelName: "rs-a", rollout.LabelShard: r.Shard}}
+		lookups[r.Shard] = traffic.PodBackends(regions[f.Regions[i].Name], s.ns, sel, realstack.RouterPort, 200*time.Millisecond)
+	}
+	for i := 0; i < 20; i++ {
+		domains = append(domains, fmt.Sprintf("d%02d.example", i))
+	}
+	return traffic.Start(context.Background(), traffic.Options{Regions: shards, Rate: 20, Domains: domains,
+		Backends: func(ctx context.Context, shard string) ([]string, error) { return lookups[shard](ctx, shard) }})
+}
+
+// noneFailed fails the test when any region answered a 404 or an error in rep.
+func noneFailed(t *testing.T, what string, rep traffic.Report) {
+	t.Helper()
+	for _, region := range rep.Regions {
+		if tot := rep.Totals[region]; tot.NotFound > 0 || tot.Errors() > 0 || tot.OK == 0 {
+			t.Errorf("%s: %s answered %d × 200, %d × 404, %d errors", what, region, tot.OK, tot.NotFound, tot.Errors())
+		}
+	}
 }
 
 // A first rollout across three region clusters: every shard's ReplicaSets are in its own cluster,

@@ -38,7 +38,8 @@ func TestClusterShardsFailureModel(t *testing.T) {
 	ctx := context.Background()
 	eu := f.Region("eu-west-1")
 
-	// 1. Partition.
+	// 1. Partition, with 20 requests per second per region throughout v1 → v2.
+	gen := s.startTraffic()
 	s.update(realstack.ToSchema2(s.db, 0))
 	s.wait(3*time.Minute, "eu-west starts its step", func(r *routingv1alpha1.RoutingService) bool {
 		return shardOf(r, "eu-west").Step == routingv1alpha1.ShardStepProgressing
@@ -71,6 +72,11 @@ func TestClusterShardsFailureModel(t *testing.T) {
 	if rsvc := s.get(); rsvc.Status.Failure != nil {
 		t.Fatalf("the partition failed the rollout: %+v", rsvc.Status.Failure)
 	}
+	rep := gen.Stop()
+	var table strings.Builder
+	rep.Table(&table, "v1 → v2, eu-west-1 partitioned mid-step")
+	t.Logf("partition, 20 requests/s per region:\n%s", table.String())
+	noneFailed(t, "partition", rep)
 
 	// 2. The hub is gone mid-rollout of the next revision.
 	s.update(func(r *routingv1alpha1.RoutingService) {
@@ -80,6 +86,9 @@ func TestClusterShardsFailureModel(t *testing.T) {
 		ss := shardOf(r, "us-east")
 		return ss.Step == routingv1alpha1.ShardStepPromoted && ss.StepRevision == r.Status.UpdateRevision && r.Status.ObservedGeneration == r.Generation
 	})
+	gen = s.startTraffic()
+	time.Sleep(2 * time.Second)
+	goneAt := time.Now()
 	manager.Stop(10 * time.Second)
 	f.Hub.StopAPIServer()
 	before = s.snapshot()
@@ -102,6 +111,15 @@ func TestClusterShardsFailureModel(t *testing.T) {
 		}
 	}
 	t.Logf("hub gone 20 s: fewest routers answering per region %v; no ReplicaSet changed", minAnswering)
+	backAt := time.Now()
+	time.Sleep(2 * time.Second)
+	rep = gen.Stop()
+	table.Reset()
+	rep.Table(&table, "the hub's kube-apiserver and manager gone 20 s")
+	table.WriteString("\n")
+	rep.SecondsTable(&table, goneAt, backAt)
+	t.Logf("hub gone, 20 requests/s per region (routers' route refresh 400 ms):\n%s", table.String())
+	noneFailed(t, "hub gone", rep)
 	if err := f.Hub.StartAPIServer(ctx); err != nil {
 		t.Fatal(err)
 	}

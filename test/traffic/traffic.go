@@ -307,3 +307,39 @@ func (r Report) LatencyTable(w io.Writer, scenario string) {
 			float64(t.Latency(0.5).Microseconds())/1000, float64(t.Latency(0.99).Microseconds())/1000, t.NotFound, t.Errors())
 	}
 }
+
+// SecondsTable writes one row per second from `from` to `to` (both inclusive, truncated to the
+// second), and per region "200/404/errors" that second: the per-second view of an outage, where
+// a region that stopped answering shows as a row of errors or as a missing second ("-").
+func (r Report) SecondsTable(w io.Writer, from, to time.Time) {
+	fmt.Fprintf(w, "| second |")
+	for _, region := range r.Regions {
+		fmt.Fprintf(w, " %s 200/404/err |", region)
+	}
+	fmt.Fprintf(w, "\n|---|")
+	for range r.Regions {
+		fmt.Fprintf(w, "---|")
+	}
+	fmt.Fprintln(w)
+	at := map[int64]map[string]Second{}
+	for _, s := range r.Seconds {
+		k := s.At.Unix()
+		if at[k] == nil {
+			at[k] = map[string]Second{}
+		}
+		at[k][s.Region] = s
+	}
+	start, end := from.Truncate(time.Second), to.Truncate(time.Second)
+	for t := start; !t.After(end); t = t.Add(time.Second) {
+		fmt.Fprintf(w, "| +%ds |", int(t.Sub(start).Seconds()))
+		for _, region := range r.Regions {
+			s, ok := at[t.Unix()][region]
+			if !ok {
+				fmt.Fprintf(w, " - |")
+				continue
+			}
+			fmt.Fprintf(w, " %d/%d/%d |", s.OK, s.NotFound, s.ServerErr+s.ConnErr)
+		}
+		fmt.Fprintln(w)
+	}
+}

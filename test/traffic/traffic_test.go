@@ -158,3 +158,21 @@ func TestLatencyQuantiles(t *testing.T) {
 		t.Fatalf("table:\n%s", buf.String())
 	}
 }
+
+// The per-second table has a row for every second of the window, a region's counts in it, and
+// "-" for a second in which nothing of that region was recorded.
+func TestSecondsTable(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	rep := Report{Regions: []string{"us-east", "eu-west"}, Seconds: []Second{
+		{At: t0, Region: "us-east", OK: 20},
+		{At: t0, Region: "eu-west", OK: 18, NotFound: 1, ConnErr: 1},
+		{At: t0.Add(2 * time.Second), Region: "us-east", OK: 19, ServerErr: 1},
+	}}
+	var b bytes.Buffer
+	rep.SecondsTable(&b, t0.Add(300*time.Millisecond), t0.Add(2500*time.Millisecond))
+	want := "| second | us-east 200/404/err | eu-west 200/404/err |\n|---|---|---|\n" +
+		"| +0s | 20/0/0 | 18/1/1 |\n| +1s | - | - |\n| +2s | 19/0/1 | - |\n"
+	if b.String() != want {
+		t.Fatalf("got\n%s\nwant\n%s", b.String(), want)
+	}
+}
