@@ -57,6 +57,14 @@ func (r *RoutingServiceReconciler) ensureFinalizer(ctx context.Context, rsvc *ro
 	return r.Patch(ctx, rsvc, patch)
 }
 
+// The Warning Events of a deletion that cannot reach every spoke: pending while it waits for an
+// unreachable spoke, abandoned when --spoke-cleanup-timeout has passed and the RoutingService goes
+// without that spoke's cleanup (its ReplicaSets keep running there).
+const (
+	EventSpokeCleanupPending   = "SpokeCleanupPending"
+	EventSpokeCleanupAbandoned = "SpokeCleanupAbandoned"
+)
+
 // finalizeSpokes cleans up a RoutingService being deleted: in each spoke it reaches, it deletes
 // the anchor (the spoke's garbage collector then removes the ReplicaSets and pods the anchor
 // owns); a spoke it cannot reach is reported (an Event) and retried, until the cleanup timeout
@@ -104,13 +112,13 @@ func (r *RoutingServiceReconciler) finalizeSpokes(ctx context.Context, rsvc *rou
 	}
 	waited := r.Clock.Since(rsvc.DeletionTimestamp.Time)
 	if len(left) > 0 && waited < timeout {
-		r.Recorder.Eventf(rsvc, nil, corev1.EventTypeWarning, "SpokeCleanupPending", "Delete",
+		r.Recorder.Eventf(rsvc, nil, corev1.EventTypeWarning, EventSpokeCleanupPending, "Delete",
 			"waiting up to %s for unreachable clusters to remove this RoutingService's ReplicaSets: %v", (timeout - waited).Round(time.Second), left)
 		return ctrl.Result{RequeueAfter: 5 * time.Second}, nil
 	}
 	if len(left) > 0 {
 		logf.FromContext(ctx).Info("deleting with spokes not cleaned up", "left", left)
-		r.Recorder.Eventf(rsvc, nil, corev1.EventTypeWarning, "SpokeCleanupAbandoned", "Delete",
+		r.Recorder.Eventf(rsvc, nil, corev1.EventTypeWarning, EventSpokeCleanupAbandoned, "Delete",
 			"clusters not reached within %s keep this RoutingService's ReplicaSets (delete its anchor ConfigMap %s there to remove them): %v", timeout, spoke.AnchorName(rsvc.Name), left)
 	}
 	patch := client.MergeFrom(rsvc.DeepCopy())

@@ -45,8 +45,9 @@ func (r *RoutingServiceReconciler) observeSpokes(ctx context.Context, rsvc *rout
 	o.Clusters = map[string]rollout.ClusterView{}
 	out := map[string]*spokeShard{}
 	type anchorMemo struct {
-		cm  *corev1.ConfigMap
-		why string
+		cm    *corev1.ConfigMap
+		why   string
+		state routingv1alpha1.ClusterState
 	}
 	anchors := map[*spokeConn]anchorMemo{}
 	for _, shard := range rsvc.Spec.Shards {
@@ -64,15 +65,12 @@ func (r *RoutingServiceReconciler) observeSpokes(ctx context.Context, rsvc *rout
 		}
 		memo, ok := anchors[conn]
 		if !ok {
-			memo.cm, memo.why = r.anchor(ctx, rsvc, conn)
+			memo.cm, memo.why, memo.state = r.anchor(ctx, rsvc, conn)
 			anchors[conn] = memo
 		}
 		anchor := memo.cm
-		if memo.why != "" || anchor == nil {
-			view.State, view.Message = routingv1alpha1.ClusterManagedElsewhere, memo.why
-			if anchor == nil {
-				view.State = routingv1alpha1.ClusterUnreachable
-			}
+		if memo.why != "" {
+			view.State, view.Message = memo.state, memo.why
 			o.Clusters[shard.Name] = view
 			continue
 		}
@@ -119,9 +117,11 @@ func (r *RoutingServiceReconciler) observeSpokes(ctx context.Context, rsvc *rout
 }
 
 // anchor returns rsvc's anchor in conn's namespace, creating it when missing and bringing what it
-// records up to date. why is non-empty when the anchor is not this RoutingService's as managed by
-// this hub (and no takeover of it was asked for); the anchor is then returned unchanged.
-func (r *RoutingServiceReconciler) anchor(ctx context.Context, rsvc *routingv1alpha1.RoutingService, conn *spokeConn) (*corev1.ConfigMap, string) {
+// records up to date. why is non-empty when the shard cannot be managed there, and state says how:
+// ManagedElsewhere when the anchor is not this RoutingService's as managed by this hub (and no
+// takeover of it was asked for; the anchor is returned unchanged), CredentialsRefused when the
+// spoke answered 401 or 403 to reading or writing it, Unreachable for any other error.
+func (r *RoutingServiceReconciler) anchor(ctx context.Context, rsvc *routingv1alpha1.RoutingService, conn *spokeConn) (*corev1.ConfigMap, string, routingv1alpha1.ClusterState) {
 	hub := r.Spokes.Hub
 	revisions := []string{rsvc.Status.StableRevision, rollout.Revision(&rsvc.Spec)}
 	cm := &corev1.ConfigMap{}
@@ -133,18 +133,18 @@ func (r *RoutingServiceReconciler) anchor(ctx context.Context, rsvc *routingv1al
 	if apierrors.IsNotFound(err) {
 		cm = spoke.NewAnchor(rsvc, conn.namespace, hub, revisions)
 		if err := conn.client.Create(ctx, cm); err != nil {
-			return nil, fmt.Sprintf("creating its anchor ConfigMap %s/%s: %v", conn.namespace, cm.Name, err)
+			return nil, fmt.Sprintf("creating its anchor ConfigMap %s/%s: %v", conn.namespace, cm.Name, err), refusedOr(err)
 		}
-		return cm, ""
+		return cm, "", ""
 	}
 	if err != nil {
-		return nil, fmt.Sprintf("reading its anchor ConfigMap: %v", err)
+		return nil, fmt.Sprintf("reading its anchor ConfigMap: %v", err), refusedOr(err)
 	}
 	a := spoke.ReadAnchor(cm)
 	why := a.Owner(rsvc, hub)
 	takeover := why != "" && a.Namespace == rsvc.Namespace && a.Name == rsvc.Name && a.Hub != "" && rsvc.Annotations[routingv1alpha1.AnnotationTakeover] == a.Hub
 	if why != "" && !takeover {
-		return cm, why
+		return cm, why, routingv1alpha1.ClusterManagedElsewhere
 	}
 	want := cm.DeepCopy()
 	spoke.SetAnchorData(want, rsvc, hub, revisions)
@@ -153,10 +153,19 @@ func (r *RoutingServiceReconciler) anchor(ctx context.Context, rsvc *routingv1al
 	}
 	if !equalData(cm.Data, want.Data) {
 		if err := conn.client.Patch(ctx, want, client.MergeFromWithOptions(cm, client.MergeFromWithOptimisticLock{})); err != nil {
-			return nil, fmt.Sprintf("updating its anchor ConfigMap: %v", err)
+			return nil, fmt.Sprintf("updating its anchor ConfigMap: %v", err), refusedOr(err)
 		}
 	}
-	return want, ""
+	return want, "", ""
+}
+
+// refusedOr is the cluster state a spoke's error means: CredentialsRefused for 401 and 403 (the
+// hub's credentials there do not allow it), Unreachable otherwise.
+func refusedOr(err error) routingv1alpha1.ClusterState {
+	if apierrors.IsForbidden(err) || apierrors.IsUnauthorized(err) {
+		return routingv1alpha1.ClusterCredentialsRefused
+	}
+	return routingv1alpha1.ClusterUnreachable
 }
 
 func equalData(a, b map[string]string) bool {

@@ -115,7 +115,7 @@ func (s *Spokes) view(ctx context.Context, rsvc *routingv1alpha1.RoutingService,
 	s.mu.Unlock()
 
 	v := rollout.ClusterView{Name: sc.Name}
-	needRead := c == nil || now.Sub(c.secretRead) >= s.SecretRecheck || c.wantsRebuild()
+	needRead := c == nil || c.secretDue(now, s.SecretRecheck) || c.wantsRebuild()
 	if needRead {
 		var sec corev1.Secret
 		err := s.Secrets.Get(ctx, client.ObjectKey{Namespace: rsvc.Namespace, Name: secretName}, &sec)
@@ -165,6 +165,13 @@ func (s *Spokes) view(ctx context.Context, rsvc *routingv1alpha1.RoutingService,
 		v.State, v.Message = routingv1alpha1.ClusterConnecting, "its cache is not in sync yet"
 	}
 	return v, nil
+}
+
+// secretDue reports whether the connection's Secret was last read every or more ago.
+func (c *spokeConn) secretDue(now time.Time, every time.Duration) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return now.Sub(c.secretRead) >= every
 }
 
 func (c *spokeConn) wantsRebuild() bool {

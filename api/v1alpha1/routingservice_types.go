@@ -1125,7 +1125,8 @@ const (
 )
 
 // ShardClusterStatus reports the cluster a shard runs in. While state is not Reachable the
-// shard's step is Unknown: it is not counted as promoted, not rolled back and not scaled.
+// shard's step, counts and revision stay as they were last seen, and nothing in it is counted
+// anew, rolled, rolled back or scaled.
 type ShardClusterStatus struct {
 	// name is spec.shards[].cluster.name.
 	// +required

@@ -183,3 +183,39 @@ func TestNoStageWritesAnUnreachableShard(t *testing.T) {
 		t.Fatalf("after eu-west returned: %s", got)
 	}
 }
+
+// A shard whose cluster does not answer is shown as it was last seen, not as empty: the reconciler
+// has no fresh list of its ReplicaSets, so its counts, revision and step stay what they were (a
+// promoted shard is not sent back to Pending to bake again), and Available does not call it short.
+// When it answers again its counts are read afresh.
+func TestUnreachableShardKeepsItsLastKnownStatus(t *testing.T) {
+	w := clustered(t)
+	w.update("app:v2", "1", "migrate:ok")
+	w.run(200, func() bool {
+		ss := w.stepOf("eu-west")
+		return ss != nil && ss.Step == routingv1alpha1.ShardStepProgressing
+	})
+	before := *w.stepOf("us-east")
+	if before.Step != routingv1alpha1.ShardStepPromoted || before.Available != 3 {
+		t.Fatalf("us-east before the cut: %+v", before)
+	}
+	w.cut("us-east", routingv1alpha1.ClusterUnreachable)
+	for i := 0; i < 30; i++ {
+		w.reconcile()
+		w.tick()
+		w.now = w.now.Add(time.Second)
+		ss := w.stepOf("us-east")
+		if ss.Step != routingv1alpha1.ShardStepPromoted || ss.StepRevision != before.StepRevision || ss.Available != before.Available ||
+			ss.Ready != before.Ready || ss.Updated != before.Updated || ss.Revision != before.Revision {
+			t.Fatalf("after %d s unreachable us-east reads %+v, was %+v", i, ss, before)
+		}
+		if c := w.condition(routingv1alpha1.ConditionAvailable); c.Status != "True" {
+			t.Fatalf("Available = %+v while us-east is only unreachable", c)
+		}
+	}
+	w.restore("us-east")
+	w.run(300, func() bool { return w.isTrue(routingv1alpha1.ConditionReady) })
+	if got := w.shardImages(); got != "us-east=app:v2:3 eu-west=app:v2:3 ap-south=app:v2:3" {
+		t.Fatalf("after us-east returned: %s", got)
+	}
+}

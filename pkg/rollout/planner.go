@@ -254,7 +254,9 @@ func newPlanner(o Observed) *planner {
 		// A Promoted step is believed only with evidence in the cluster: the shard is complete on
 		// the update revision now, or its ReplicaSet has served it. Otherwise one edit of status
 		// would roll every shard at once, unbaked (S-19).
-		if ss.Step == routingv1alpha1.ShardStepPromoted {
+		// A shard whose cluster does not answer has no fresh ReplicaSets to show: its step is
+		// what it was when last seen (readClusters), never demoted for evidence it cannot give.
+		if _, frozen := p.frozen[shard.Name]; ss.Step == routingv1alpha1.ShardStepPromoted && !frozen {
 			set := p.set(shard.Name)
 			rs := set.byRev[p.update]
 			if !set.complete(p.update, shard.Replicas) && (rs == nil || !hasServed(rs)) {

@@ -99,6 +99,11 @@ func newWorld(t *testing.T) *world {
 func (w *world) observed() Observed {
 	o := Observed{RoutingService: w.rsvc.DeepCopy(), Now: w.now, Conflicts: w.conflicts, Refusals: w.refusals, Clusters: w.clusters}
 	for _, rs := range w.rss {
+		if v, ok := w.clusters[rs.Labels[LabelShard]]; ok && v.State != routingv1alpha1.ClusterReachable {
+			// As the reconciler: a cluster that does not answer has no fresh list, and none is
+			// shown (controllers/spoke_observe.go).
+			continue
+		}
 		o.ReplicaSets = append(o.ReplicaSets, rs.DeepCopy())
 	}
 	for _, j := range w.jobs {

@@ -24,9 +24,17 @@ func (p *planner) summarize() {
 	for _, shard := range p.rsvc.Spec.Shards {
 		ss := *p.shardStatus(shard.Name)
 		ss.Replicas = shard.Replicas
-		ss.Updated, ss.Ready, ss.Available, ss.Revision = 0, 0, 0, ""
+		_, frozen := p.frozen[shard.Name]
+		if !frozen {
+			// A frozen shard's counts and revision stay as last seen: its cluster gave no fresh
+			// list of ReplicaSets (an unreachable cluster is not an empty one).
+			ss.Updated, ss.Ready, ss.Available, ss.Revision = 0, 0, 0, ""
+		}
 		best := int32(0)
 		for _, rs := range p.set(shard.Name).all {
+			if frozen {
+				break
+			}
 			rev := rs.Labels[LabelRevision]
 			ss.Ready += rs.Status.ReadyReplicas
 			ss.Available += rs.Status.AvailableReplicas

@@ -22,7 +22,7 @@ import (
 // running as they are. Deleting the anchor (the RoutingService's finalizer does) lets the spoke's
 // garbage collector remove them.
 const (
-	// ComponentAnchor is the schemagate.io/component label value of an anchor.
+	// ComponentAnchor is the app.kubernetes.io/component label value of an anchor.
 	ComponentAnchor = "anchor"
 	// Keys of an anchor's data.
 	KeyHub           = "hub"

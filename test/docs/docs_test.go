@@ -19,10 +19,10 @@ import (
 const module = "github.com/schemagate/schemagate"
 
 // sources are the packages whose Event* and Reason* string constants are the reasons schemagate
-// writes: pkg/rollout/events.go (Events) and api/v1alpha1 (condition reasons, in
+// writes: pkg/rollout/events.go and controllers (Events) and api/v1alpha1 (condition reasons, in
 // routingservice_types.go and any other file of the package). Whole packages are read, so a
 // reason declared in a new file is not missed.
-var sources = []string{"api/v1alpha1", "pkg/rollout"}
+var sources = []string{"api/v1alpha1", "pkg/rollout", "controllers"}
 
 // docs must each name every reason, as a code span (`Reason`): the status page, where the API
 // manual lists them, and the GitOps page.

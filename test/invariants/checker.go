@@ -198,6 +198,12 @@ func (k *Checker) Watch(ctx context.Context, c cache.Cache) error {
 // Start gives a Checker an informer cache of its own on cfg (so it sees events independently of
 // the manager under test), starts it, and waits until it has synced.
 func Start(ctx context.Context, cfg *rest.Config, scheme *runtime.Scheme) (*Checker, error) {
+	return StartFollowing(ctx, cfg, scheme, nil)
+}
+
+// StartFollowing is Start for a region cluster's checker that follows hub (Follow); a nil hub is
+// Start.
+func StartFollowing(ctx context.Context, cfg *rest.Config, scheme *runtime.Scheme, hub *Checker) (*Checker, error) {
 	// Only migration, check and contract pods: they carry the schema reports (a contract Job's
 	// reading is evidence to schemagate like a migration's: pkg/rollout/evidence.go).
 	schemaPods, err := labels.Parse(rollout.LabelComponent + " in (" + rollout.ComponentMigration + "," + rollout.ComponentCheck + "," + rollout.ComponentContract + ")")
@@ -209,6 +215,9 @@ func Start(ctx context.Context, cfg *rest.Config, scheme *runtime.Scheme) (*Chec
 		return nil, err
 	}
 	k := New()
+	if hub != nil {
+		k.Follow(hub)
+	}
 	if err := k.Watch(ctx, c); err != nil {
 		return nil, err
 	}

@@ -102,7 +102,11 @@ func run(m *testing.M) int {
 				return fail("region client", err)
 			}
 		}
-		k, err := invariants.Start(ctx, cfg, controllers.Scheme())
+		var hubChecker *invariants.Checker
+		if r != nil {
+			hubChecker = checkers[0] // the hub's, started first
+		}
+		k, err := invariants.StartFollowing(ctx, cfg, controllers.Scheme(), hubChecker)
 		if err != nil {
 			return fail("invariant checker", err)
 		}
