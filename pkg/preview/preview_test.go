@@ -106,6 +106,26 @@ func TestGolden(t *testing.T) {
 		"job-success-evidence": {true, func(r *routingv1alpha1.RoutingService) {
 			r.Spec.Schema.Evidence = routingv1alpha1.SchemaEvidenceJobSuccess
 		}, false, nil},
+		// eu-west runs in cluster eu-1 and ap-south in ap-1: a new image re-rolls every shard, so the
+		// apply touches all three clusters.
+		"clusters-image": {true, func(r *routingv1alpha1.RoutingService) {
+			inClusters(r)
+			r.Spec.Template.Spec.Containers[0].Image = "registry.example/edge-router:v2"
+		}, true, inClusters},
+		// Only eu-west is scaled: only eu-1 is touched.
+		"clusters-scale": {true, func(r *routingv1alpha1.RoutingService) {
+			inClusters(r)
+			r.Spec.Shards[1].Replicas = 5
+		}, false, inClusters},
+		// ap-south moves from this cluster to ap-1 (the cluster is not part of the revision), and
+		// eu-west is removed (which is a new revision: the others re-roll).
+		"clusters-move": {true, func(r *routingv1alpha1.RoutingService) {
+			inClusters(r)
+			r.Spec.Shards = append(r.Spec.Shards[:1], r.Spec.Shards[2])
+		}, true, func(l *routingv1alpha1.RoutingService) {
+			inClusters(l)
+			l.Spec.Shards[2].Cluster = nil
+		}},
 	}
 	for name, c := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -141,6 +161,12 @@ func TestGolden(t *testing.T) {
 			}
 		})
 	}
+}
+
+// inClusters puts r's eu-west in cluster eu-1 and ap-south in cluster ap-1.
+func inClusters(r *routingv1alpha1.RoutingService) {
+	r.Spec.Shards[1].Cluster = &routingv1alpha1.ShardCluster{Name: "eu-1"}
+	r.Spec.Shards[2].Cluster = &routingv1alpha1.ShardCluster{Name: "ap-1"}
 }
 
 // servingV2 makes l a live object whose spec is the sample with image v2 (status.updateRevision)
