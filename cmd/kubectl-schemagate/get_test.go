@@ -474,3 +474,20 @@ func TestGetClusters(t *testing.T) {
 		}
 	}
 }
+
+// docs/kubectl-schemagate.md shows the shards in other clusters as testdata/clusters.golden has them.
+func TestDocsShowTheClusters(t *testing.T) {
+	doc, err := os.ReadFile(filepath.Join("..", "..", "docs", "kubectl-schemagate.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	golden, err := os.ReadFile(filepath.Join("testdata", "clusters.golden"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.SplitAfter(strings.TrimSuffix(string(golden), "\n"), "\n")
+	tail := strings.Join(lines[len(lines)-4:], "") + "\n"
+	if !strings.Contains(string(doc), "```\n"+tail+"```") {
+		t.Fatalf("docs/kubectl-schemagate.md does not show the last 4 lines of testdata/clusters.golden:\n%s", tail)
+	}
+}

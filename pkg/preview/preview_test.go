@@ -256,14 +256,14 @@ func TestConditionErrors(t *testing.T) {
 	}
 }
 
-// docs/kubectl-schemagate.md shows the schema-bump and expand-contract previews exactly as the
-// golden files have them.
+// docs/kubectl-schemagate.md shows the schema-bump, expand-contract and clusters-scale previews
+// exactly as the golden files have them.
 func TestDocsShowTheGolden(t *testing.T) {
 	doc, err := os.ReadFile(filepath.Join("..", "..", "docs", "kubectl-schemagate.md"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, name := range []string{"schema-bump", "lifecycle-expand-contract"} {
+	for _, name := range []string{"schema-bump", "lifecycle-expand-contract", "clusters-scale"} {
 		golden, err := os.ReadFile(filepath.Join("testdata", name+".golden"))
 		if err != nil {
 			t.Fatal(err)
