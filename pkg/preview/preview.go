@@ -368,6 +368,7 @@ func (p *Preview) risks(live, next *routingv1alpha1.RoutingService) {
 			p.Risks = append(p.Risks, Risk{"spec.shards[" + s.Name + "].replicas", fmt.Sprintf("0: shard %s stops serving", s.Name)})
 		}
 	}
+	p.unreachableRisks(live, next)
 	for _, s := range p.Shards {
 		if s.Moved {
 			p.Risks = append(p.Risks, Risk{"spec.shards[" + s.Name + "].cluster", fmt.Sprintf("%s → %s: the shard is started in %s; what it runs in %s is left running there, neither scaled down nor deleted",
@@ -376,6 +377,37 @@ func (p *Preview) risks(live, next *routingv1alpha1.RoutingService) {
 	}
 	if len(l.Strategy.Checks) > 0 && len(n.Strategy.Checks) == 0 {
 		p.Risks = append(p.Risks, Risk{"spec.strategy.checks", "every check is removed: shards are judged by pod readiness alone"})
+	}
+}
+
+// unreachableRisks flags each shard the apply changes whose cluster the live status reports as
+// not Reachable: nothing is written there until it answers, and under unreachablePolicy Hold
+// (the default) the rollout waits at that shard.
+func (p *Preview) unreachableRisks(live, next *routingv1alpha1.RoutingService) {
+	reported := map[string]*routingv1alpha1.ShardClusterStatus{}
+	for i := range live.Status.Shards {
+		if c := live.Status.Shards[i].Cluster; c != nil {
+			reported[live.Status.Shards[i].Name] = c
+		}
+	}
+	policy := next.Spec.Strategy.UnreachablePolicyOrDefault()
+	for _, s := range p.Shards {
+		c := reported[s.Name]
+		if !s.Touches() || s.Cluster == "" || c == nil || c.Name != s.Cluster || c.State == routingv1alpha1.ClusterReachable {
+			continue
+		}
+		then := "the rollout holds at shard " + s.Name + " (unreachablePolicy Hold)"
+		if policy == routingv1alpha1.UnreachableSkip {
+			then = "the shards after " + s.Name + " go on, and it is rolled when its cluster answers (unreachablePolicy Skip)"
+		}
+		msg := fmt.Sprintf("cluster %s is %s", c.Name, c.State)
+		if c.UnreachableSince != nil {
+			msg += " since " + c.UnreachableSince.UTC().Format(time.RFC3339)
+		}
+		if c.Message != "" {
+			msg += " (" + c.Message + ")"
+		}
+		p.Risks = append(p.Risks, Risk{"spec.shards[" + s.Name + "].cluster", msg + ": nothing is written there until it answers; " + then})
 	}
 }
 
