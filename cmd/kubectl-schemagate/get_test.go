@@ -105,6 +105,42 @@ var goldenStates = []struct {
 			w.replicaSet(s, "cc447w65w7", "app:v1", 3, []string{"2026-11-30T06:51:53Z", "2026-11-30T06:51:54Z", "2026-11-30T06:51:55Z"}[i], podSpec{ready: 3})
 		}
 	}},
+	{"clusters", "2026-11-30T06:52:00Z", func(w *world) {
+		// progressing, with eu-west in cluster eu-1 (answering) and ap-south in cluster ap-1
+		// (gone for a minute): only us-east's ReplicaSets are in this cluster.
+		inClusters(w)
+		w.migration("1", 1, "2026-11-30T06:51:53Z", "2026-11-30T06:51:53Z", "complete")
+		w.migration("2", 1, "2026-11-30T06:51:55Z", "2026-11-30T06:51:57Z", "complete")
+		w.replicaSet("us-east", "cc447w65w7", "app:v1", 3, "2026-11-30T06:51:53Z", podSpec{ready: 3})
+		w.replicaSet("us-east", "4c59v6bw28", "app:v2", 1, "2026-11-30T06:51:58Z", podSpec{others: 1, notReady: "ContainerCreating"})
+	}},
+}
+
+// goldenBase names the captured RoutingService a golden state starts from, when it is not the
+// state's own.
+var goldenBase = map[string]string{"clusters": "progressing"}
+
+// inClusters puts w's eu-west in cluster eu-1, Reachable, and ap-south in cluster ap-1 (namespace
+// edge-ap), Unreachable for a minute, with ClustersReachable=False.
+func inClusters(w *world) {
+	w.t.Helper()
+	shards := w.u.Object["spec"].(map[string]any)["shards"].([]any)
+	shards[1].(map[string]any)["cluster"] = map[string]any{"name": "eu-1"}
+	shards[2].(map[string]any)["cluster"] = map[string]any{"name": "ap-1", "namespace": "edge-ap"}
+	status := w.u.Object["status"].(map[string]any)
+	ss := status["shards"].([]any)
+	ss[1].(map[string]any)["cluster"] = map[string]any{"name": "eu-1", "state": "Reachable", "lastContactTime": "2026-11-30T06:51:58Z"}
+	ss[2].(map[string]any)["cluster"] = map[string]any{"name": "ap-1", "state": "Unreachable",
+		"message":         "GET https://ap-1.example:6443/version: dial tcp 203.0.113.7:6443: i/o timeout",
+		"lastContactTime": "2026-11-30T06:50:50Z", "unreachableSince": "2026-11-30T06:51:00Z"}
+	status["conditions"] = append(status["conditions"].([]any), map[string]any{
+		"type": "ClustersReachable", "status": "False", "reason": "ClusterUnreachable", "observedGeneration": int64(2),
+		"lastTransitionTime": "2026-11-30T06:51:00Z",
+		"message":            "cluster ap-1 (shard ap-south) is Unreachable since 2026-11-30T06:51:00Z",
+	})
+	if err := unstructuredSet(w, shards, "spec", "shards"); err != nil {
+		w.t.Fatal(err)
+	}
 }
 
 // goldenState is the golden state named state.
@@ -128,7 +164,11 @@ func goldenState(t *testing.T, state string) struct {
 func TestGetGolden(t *testing.T) {
 	for _, gs := range goldenStates {
 		t.Run(gs.state, func(t *testing.T) {
-			w := newWorld(t, gs.state, gs.now)
+			base := gs.state
+			if b, ok := goldenBase[gs.state]; ok {
+				base = b
+			}
+			w := newWorld(t, base, gs.now)
 			gs.build(w)
 			res := runWith(w.clients(), w.now, "get", w.r.Name, "-n", w.r.Namespace, "--no-color")
 			if res.code != 0 || res.err != "" {
@@ -386,5 +426,68 @@ func TestDocsShowTheLifecycleHeader(t *testing.T) {
 	head := strings.Join(strings.SplitAfter(string(golden), "\n")[:12], "")
 	if !strings.Contains(string(doc), head) {
 		t.Fatalf("docs/kubectl-schemagate.md does not show the first 12 lines of testdata/contract-pending.golden:\n%s", head)
+	}
+}
+
+// A shard in another cluster: the cluster's state in green while Reachable and in red otherwise,
+// and -o json carries it with its last contact; a cluster the status does not report yet (or
+// reports under another name, before the controller saw a move) is Unknown.
+func TestGetClusters(t *testing.T) {
+	w := newWorld(t, "progressing", "2026-11-30T06:52:00Z")
+	goldenState(t, "clusters").build(w)
+	out := colored(t, w)
+	for _, want := range []string{"\x1b[32mReachable\x1b[0m", "\x1b[31mUnreachable\x1b[0m"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("coloured output lacks %q:\n%s", want, out)
+		}
+	}
+	res := runWith(w.clients(), w.now, "get", "rs-a", "-n", w.r.Namespace, "-o", "json")
+	var v View
+	if err := json.Unmarshal([]byte(res.out), &v); err != nil {
+		t.Fatalf("%v\n%s", err, res.out)
+	}
+	if v.Shards[0].Cluster != nil {
+		t.Errorf("us-east runs here, not in %+v", v.Shards[0].Cluster)
+	}
+	eu, ap := v.Shards[1].Cluster, v.Shards[2].Cluster
+	if eu == nil || eu.Name != "eu-1" || eu.Namespace != "story-4nqss" || eu.State != "Reachable" || eu.LastContactAge != "2s" || eu.UnreachableSince != nil {
+		t.Errorf("eu-west's cluster %+v", eu)
+	}
+	if ap == nil || ap.Name != "ap-1" || ap.Namespace != "edge-ap" || ap.State != "Unreachable" || ap.LastContactAge != "70s" || ap.UnreachableFor != "60s" ||
+		ap.LastContact == nil || !ap.LastContact.Equal(mustTime("2026-11-30T06:50:50Z")) || !strings.Contains(ap.Message, "i/o timeout") {
+		t.Errorf("ap-south's cluster %+v", ap)
+	}
+
+	ss := w.u.Object["status"].(map[string]any)["shards"].([]any)
+	delete(ss[1].(map[string]any), "cluster")
+	ss[2].(map[string]any)["cluster"].(map[string]any)["name"] = "ap-0"
+	if err := unstructuredSet(w, ss, "status", "shards"); err != nil {
+		t.Fatal(err)
+	}
+	res = runWith(w.clients(), w.now, "get", "rs-a", "-n", w.r.Namespace, "--no-color")
+	for _, want := range []string{
+		"│  └─ Cluster/eu-1                          Unknown            no contact yet: the status does not report this cluster yet",
+		"   └─ Cluster/ap-1                          Unknown            namespace edge-ap; no contact yet: the status does not report this cluster yet",
+	} {
+		if !strings.Contains(res.out, want) {
+			t.Errorf("output lacks %q:\n%s", want, res.out)
+		}
+	}
+}
+
+// docs/kubectl-schemagate.md shows the shards in other clusters as testdata/clusters.golden has them.
+func TestDocsShowTheClusters(t *testing.T) {
+	doc, err := os.ReadFile(filepath.Join("..", "..", "docs", "kubectl-schemagate.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	golden, err := os.ReadFile(filepath.Join("testdata", "clusters.golden"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.SplitAfter(strings.TrimSuffix(string(golden), "\n"), "\n")
+	tail := strings.Join(lines[len(lines)-4:], "") + "\n"
+	if !strings.Contains(string(doc), "```\n"+tail+"```") {
+		t.Fatalf("docs/kubectl-schemagate.md does not show the last 4 lines of testdata/clusters.golden:\n%s", tail)
 	}
 }

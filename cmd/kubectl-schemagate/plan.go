@@ -61,6 +61,11 @@ pods each replaces and the availability floor, replica changes, a duration range
 deadlines, bake and checks, and the risky changes (a lower schema version, a shard reorder or
 nodeSelector change that re-rolls every shard, a removed shard, evidence JobSuccess, ...).
 
+When a shard names a cluster (spec.shards[].cluster), it also says which clusters the apply
+touches, each with the shards it changes there ("this cluster" is the RoutingService's own), and
+flags a shard that moves to another cluster or is removed from one: what it ran there is left
+running.
+
 When the manifest or the live object uses the schema lifecycle (spec.schema.compatibility or
 spec.schema.contract), it also prints the lifecycle's phases in order — expand (from the version
 the database reports to spec.schema.version, or binary first when the new revision also runs on

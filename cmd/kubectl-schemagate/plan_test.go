@@ -159,3 +159,31 @@ func TestPlanReadsTheReplicaSetRanges(t *testing.T) {
 		t.Errorf("-o json lifecycle %+v", p.Lifecycle)
 	}
 }
+
+// plan names the clusters an apply touches when a shard names one: offline every shard is
+// created, each in its cluster; -o json carries each shard's cluster.
+func TestPlanClusters(t *testing.T) {
+	sample, err := os.ReadFile(samplePath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	manifest := strings.Replace(string(sample), "  - name: eu-west\n", "  - name: eu-west\n    cluster: {name: eu-1}\n", 1)
+	if manifest == string(sample) {
+		t.Fatal("the sample has no shard eu-west")
+	}
+	out, err := planOffline(t, planOptions{file: "-"}, manifest, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := "Clusters:  the apply touches this cluster (us-east, ap-south), eu-1 (eu-west)\n"; !strings.Contains(out, want) {
+		t.Errorf("plan lacks %q:\n%s", want, out)
+	}
+	out, err = planOffline(t, planOptions{file: "-", output: "json"}, manifest, "")
+	if err != nil || !strings.Contains(out, `"cluster": "eu-1"`) {
+		t.Errorf("-o json: %v\n%s", err, out)
+	}
+	// Without a cluster, no Clusters line.
+	if out, err := planOffline(t, planOptions{file: samplePath}, "", ""); err != nil || strings.Contains(out, "Clusters:") {
+		t.Errorf("without clusters: %v\n%s", err, out)
+	}
+}

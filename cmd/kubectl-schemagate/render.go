@@ -184,6 +184,9 @@ func renderView(w io.Writer, v *View, p palette) {
 	}
 	for _, s := range v.Shards {
 		sn := root.add(shardNode(s, p))
+		if s.Cluster != nil {
+			sn.add(clusterNode(s.Cluster, v.Namespace))
+		}
 		for _, c := range s.Checks {
 			cn := sn.add(checkNode(c))
 			if c.Job != nil {

@@ -143,6 +143,8 @@ type ShardView struct {
 	Jobs      []JobView    `json:"jobs,omitempty"`
 	Pods      []PodView    `json:"pods,omitempty"`
 	Failure   *FailureView `json:"failure,omitempty"`
+	// Cluster is the cluster the shard runs in, when it is not the RoutingService's own.
+	Cluster *ClusterView `json:"cluster,omitempty"`
 }
 
 // TimerView is a shard's progress deadline or bake countdown.
@@ -365,6 +367,7 @@ func BuildView(r *routingv1alpha1.RoutingService, objs Objects, now time.Time) *
 		sv := ShardView{Name: name, InSpec: inSpec[name]}
 		if sv.InSpec {
 			sv.Replicas = r.Spec.Shards[i].Replicas
+			sv.Cluster = clusterView(r, &r.Spec.Shards[i], statusOf[name], now)
 		}
 		if ss := statusOf[name]; ss != nil {
 			sv.Step, sv.StepRev, sv.Serving = string(ss.Step), ss.StepRevision, ss.Revision

@@ -79,6 +79,31 @@ type Shard struct {
 	Surge    int32 `json:"surge"`
 	// Duration is this shard's step: progress, then bake and checks (pre-checks before).
 	Duration Range `json:"duration"`
+	// Cluster is the cluster the shard runs in (spec.shards[].cluster.name of the manifest, of the
+	// live spec for a removed shard); "" for the RoutingService's own cluster. LiveCluster is the
+	// live spec's, and Moved says they differ.
+	Cluster     string `json:"cluster,omitempty"`
+	LiveCluster string `json:"liveCluster,omitempty"`
+	Moved       bool   `json:"moved,omitempty"`
+}
+
+// Touches says whether applying the manifest writes to the shard's cluster: it changes the shard,
+// or moves it there. A shard removed from a cluster other than the RoutingService's is not
+// touched: schemagate reads and writes a cluster only for the shards of the spec, so what the
+// shard runs there is left as it is.
+func (s Shard) Touches() bool {
+	if s.Action == "remove" && s.LiveCluster != "" {
+		return false
+	}
+	return s.Action != "none" || s.Moved
+}
+
+// clusterName is a shard's spec.shards[].cluster.name, "" for the RoutingService's own cluster.
+func clusterName(s routingv1alpha1.ShardSpec) string {
+	if s.Cluster == nil {
+		return ""
+	}
+	return s.Cluster.Name
 }
 
 // Range is a duration range.
@@ -153,10 +178,12 @@ func (p *Preview) shards(live, next *routingv1alpha1.RoutingService) {
 	st := next.Spec.Strategy
 	for i, s := range next.Spec.Shards {
 		b := rollout.ResolveBudget(s.Replicas, st.MaxSurge, st.MaxUnavailable)
-		sh := Shard{Name: s.Name, Order: i + 1, Replicas: s.Replicas, Floor: b.MinAvailable(), Surge: b.Surge, Action: "none"}
+		sh := Shard{Name: s.Name, Order: i + 1, Replicas: s.Replicas, Floor: b.MinAvailable(), Surge: b.Surge, Action: "none", Cluster: clusterName(s)}
 		old, existed := liveShards[s.Name]
 		if existed {
 			sh.LiveReplicas = old.Replicas
+			sh.LiveCluster = clusterName(old)
+			sh.Moved = sh.LiveCluster != sh.Cluster
 		}
 		now, known := served[s.Name]
 		switch {
@@ -185,7 +212,8 @@ func (p *Preview) shards(live, next *routingv1alpha1.RoutingService) {
 	}
 	for _, s := range live.Spec.Shards {
 		if !slices.ContainsFunc(next.Spec.Shards, func(n routingv1alpha1.ShardSpec) bool { return n.Name == s.Name }) {
-			p.Shards = append(p.Shards, Shard{Name: s.Name, Replicas: s.Replicas, LiveReplicas: s.Replicas, Action: "remove"})
+			p.Shards = append(p.Shards, Shard{Name: s.Name, Replicas: s.Replicas, LiveReplicas: s.Replicas, Action: "remove",
+				Cluster: clusterName(s), LiveCluster: clusterName(s)})
 		}
 	}
 }
@@ -332,14 +360,54 @@ func (p *Preview) risks(live, next *routingv1alpha1.RoutingService) {
 	}
 	for _, s := range p.Shards {
 		switch {
+		case s.Action == "remove" && s.LiveCluster != "":
+			p.Risks = append(p.Risks, Risk{"spec.shards", fmt.Sprintf("shard %s is removed, but it runs in cluster %s, which schemagate then no longer reads or changes for it: its %d pods there keep running (nothing there is scaled down or deleted for it)", s.Name, s.LiveCluster, s.Replicas)})
 		case s.Action == "remove":
 			p.Risks = append(p.Risks, Risk{"spec.shards", fmt.Sprintf("shard %s is removed: its %d pods are scaled to 0 and its ReplicaSets deleted at once, not step by step", s.Name, s.Replicas)})
 		case s.Replicas == 0 && s.LiveReplicas > 0:
 			p.Risks = append(p.Risks, Risk{"spec.shards[" + s.Name + "].replicas", fmt.Sprintf("0: shard %s stops serving", s.Name)})
 		}
 	}
+	p.unreachableRisks(live, next)
+	for _, s := range p.Shards {
+		if s.Moved {
+			p.Risks = append(p.Risks, Risk{"spec.shards[" + s.Name + "].cluster", fmt.Sprintf("%s → %s: the shard is started in %s; what it runs in %s is left running there, neither scaled down nor deleted",
+				ClusterText(s.LiveCluster), ClusterText(s.Cluster), ClusterText(s.Cluster), ClusterText(s.LiveCluster))})
+		}
+	}
 	if len(l.Strategy.Checks) > 0 && len(n.Strategy.Checks) == 0 {
 		p.Risks = append(p.Risks, Risk{"spec.strategy.checks", "every check is removed: shards are judged by pod readiness alone"})
+	}
+}
+
+// unreachableRisks flags each shard the apply changes whose cluster the live status reports as
+// not Reachable: nothing is written there until it answers, and under unreachablePolicy Hold
+// (the default) the rollout waits at that shard.
+func (p *Preview) unreachableRisks(live, next *routingv1alpha1.RoutingService) {
+	reported := map[string]*routingv1alpha1.ShardClusterStatus{}
+	for i := range live.Status.Shards {
+		if c := live.Status.Shards[i].Cluster; c != nil {
+			reported[live.Status.Shards[i].Name] = c
+		}
+	}
+	policy := next.Spec.Strategy.UnreachablePolicyOrDefault()
+	for _, s := range p.Shards {
+		c := reported[s.Name]
+		if !s.Touches() || s.Cluster == "" || c == nil || c.Name != s.Cluster || c.State == routingv1alpha1.ClusterReachable {
+			continue
+		}
+		then := "the rollout holds at shard " + s.Name + " (unreachablePolicy Hold)"
+		if policy == routingv1alpha1.UnreachableSkip {
+			then = "the shards after " + s.Name + " go on, and it is rolled when its cluster answers (unreachablePolicy Skip)"
+		}
+		msg := fmt.Sprintf("cluster %s is %s", c.Name, c.State)
+		if c.UnreachableSince != nil {
+			msg += " since " + c.UnreachableSince.UTC().Format(time.RFC3339)
+		}
+		if c.Message != "" {
+			msg += " (" + c.Message + ")"
+		}
+		p.Risks = append(p.Risks, Risk{"spec.shards[" + s.Name + "].cluster", msg + ": nothing is written there until it answers; " + then})
 	}
 }
 

@@ -8,7 +8,9 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
 
@@ -106,6 +108,40 @@ func TestGolden(t *testing.T) {
 		"job-success-evidence": {true, func(r *routingv1alpha1.RoutingService) {
 			r.Spec.Schema.Evidence = routingv1alpha1.SchemaEvidenceJobSuccess
 		}, false, nil},
+		// eu-west runs in cluster eu-1 and ap-south in ap-1: a new image re-rolls every shard, so the
+		// apply touches all three clusters.
+		"clusters-image": {true, func(r *routingv1alpha1.RoutingService) {
+			inClusters(r)
+			r.Spec.Template.Spec.Containers[0].Image = "registry.example/edge-router:v2"
+		}, true, inClusters},
+		// Only eu-west is scaled: only eu-1 is touched.
+		"clusters-scale": {true, func(r *routingv1alpha1.RoutingService) {
+			inClusters(r)
+			r.Spec.Shards[1].Replicas = 5
+		}, false, inClusters},
+		// A new image while the live status reports ap-1 unreachable: the rollout will hold at
+		// ap-south; eu-1 answers and is not flagged.
+		"clusters-unreachable": {true, func(r *routingv1alpha1.RoutingService) {
+			inClusters(r)
+			r.Spec.Template.Spec.Containers[0].Image = "registry.example/edge-router:v2"
+		}, true, func(l *routingv1alpha1.RoutingService) {
+			inClusters(l)
+			since := metav1.NewTime(time.Date(2026, 12, 2, 15, 0, 0, 0, time.UTC))
+			l.Status.Shards = []routingv1alpha1.ShardStatus{
+				{Name: "eu-west", Cluster: &routingv1alpha1.ShardClusterStatus{Name: "eu-1", State: routingv1alpha1.ClusterReachable}},
+				{Name: "ap-south", Cluster: &routingv1alpha1.ShardClusterStatus{Name: "ap-1", State: routingv1alpha1.ClusterCredentialsRefused,
+					Message: "Secret edge/ap-1-kubeconfig: 401 Unauthorized", UnreachableSince: &since}},
+			}
+		}},
+		// ap-south moves from this cluster to ap-1 (the cluster is not part of the revision), and
+		// eu-west is removed (which is a new revision: the others re-roll).
+		"clusters-move": {true, func(r *routingv1alpha1.RoutingService) {
+			inClusters(r)
+			r.Spec.Shards = append(r.Spec.Shards[:1], r.Spec.Shards[2])
+		}, true, func(l *routingv1alpha1.RoutingService) {
+			inClusters(l)
+			l.Spec.Shards[2].Cluster = nil
+		}},
 	}
 	for name, c := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -141,6 +177,12 @@ func TestGolden(t *testing.T) {
 			}
 		})
 	}
+}
+
+// inClusters puts r's eu-west in cluster eu-1 and ap-south in cluster ap-1.
+func inClusters(r *routingv1alpha1.RoutingService) {
+	r.Spec.Shards[1].Cluster = &routingv1alpha1.ShardCluster{Name: "eu-1"}
+	r.Spec.Shards[2].Cluster = &routingv1alpha1.ShardCluster{Name: "ap-1"}
 }
 
 // servingV2 makes l a live object whose spec is the sample with image v2 (status.updateRevision)
@@ -230,14 +272,14 @@ func TestConditionErrors(t *testing.T) {
 	}
 }
 
-// docs/kubectl-schemagate.md shows the schema-bump and expand-contract previews exactly as the
-// golden files have them.
+// docs/kubectl-schemagate.md shows the schema-bump, expand-contract and clusters-scale previews
+// exactly as the golden files have them.
 func TestDocsShowTheGolden(t *testing.T) {
 	doc, err := os.ReadFile(filepath.Join("..", "..", "docs", "kubectl-schemagate.md"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, name := range []string{"schema-bump", "lifecycle-expand-contract"} {
+	for _, name := range []string{"schema-bump", "lifecycle-expand-contract", "clusters-scale"} {
 		golden, err := os.ReadFile(filepath.Join("testdata", name+".golden"))
 		if err != nil {
 			t.Fatal(err)
@@ -245,5 +287,43 @@ func TestDocsShowTheGolden(t *testing.T) {
 		if !bytes.Contains(doc, golden) {
 			t.Errorf("docs/kubectl-schemagate.md does not show testdata/%s.golden as it is", name)
 		}
+	}
+}
+
+// A changed shard whose cluster the live status reports as not Reachable is flagged with what
+// unreachablePolicy then does; an unchanged one, or one the status reports under another cluster
+// name, is not.
+func TestUnreachableClusterRisk(t *testing.T) {
+	l := live(t)
+	inClusters(l)
+	l.Status.Shards = []routingv1alpha1.ShardStatus{{Name: "ap-south", Cluster: &routingv1alpha1.ShardClusterStatus{Name: "ap-1", State: routingv1alpha1.ClusterUnreachable}}}
+	risk := func(next *routingv1alpha1.RoutingService) string {
+		for _, r := range Compute(l, next).Risks {
+			if r.Field == "spec.shards[ap-south].cluster" {
+				return r.Message
+			}
+		}
+		return ""
+	}
+	next := sample(t)
+	inClusters(next)
+	next.Spec.Template.Spec.Containers[0].Image = "registry.example/edge-router:v2"
+	next.Spec.Strategy.UnreachablePolicy = routingv1alpha1.UnreachableSkip
+	if got := risk(next); !strings.HasPrefix(got, "cluster ap-1 is Unreachable: nothing is written there") || !strings.Contains(got, "the shards after ap-south go on") {
+		t.Errorf("Skip: %q", got)
+	}
+	next = sample(t)
+	inClusters(next)
+	next.Spec.Shards[1].Replicas = 5 // ap-south unchanged
+	if got := risk(next); got != "" {
+		t.Errorf("unchanged shard flagged: %q", got)
+	}
+	next.Spec.Shards[2].Replicas = 5
+	if got := risk(next); !strings.Contains(got, "unreachablePolicy Hold") {
+		t.Errorf("scaled shard: %q", got)
+	}
+	l.Status.Shards[0].Cluster.Name = "ap-0"
+	if got := risk(next); got != "" {
+		t.Errorf("a status of another cluster flagged: %q", got)
 	}
 }

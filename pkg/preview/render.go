@@ -75,6 +75,9 @@ func (p Preview) Write(w io.Writer) error {
 			what = fmt.Sprintf("scale: %d → %d pods", s.LiveReplicas, s.Replicas)
 		case "remove":
 			what = fmt.Sprintf("remove: %d pods deleted at once", s.Replicas)
+			if s.LiveCluster != "" {
+				what = fmt.Sprintf("remove: %s left running in %s", pods(s.Replicas), s.LiveCluster)
+			}
 		case "none":
 			what = "unchanged"
 		}
@@ -85,6 +88,9 @@ func (p Preview) Write(w io.Writer) error {
 		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\n", order, s.Name, what, dur)
 	}
 	_ = tw.Flush()
+	if p.usesClusters() {
+		p.writeClusters(&b)
+	}
 	if p.Duration.Max > 0 {
 		fmt.Fprintf(&b, "Duration:  %s (min: bake, checks and minReadySeconds; max: every deadline)\n", p.Duration)
 	}
@@ -109,6 +115,66 @@ func (p Preview) Write(w io.Writer) error {
 	}
 	_, err := io.WriteString(w, strings.Join(lines, "\n"))
 	return err
+}
+
+// ClusterText names a shard's cluster for people: its name, or "this cluster" (the
+// RoutingService's own) for "".
+func ClusterText(name string) string {
+	if name == "" {
+		return "this cluster"
+	}
+	return name
+}
+
+// usesClusters: a shard of the manifest or of the live spec names a cluster.
+func (p Preview) usesClusters() bool {
+	for _, s := range p.Shards {
+		if s.Cluster != "" || s.LiveCluster != "" {
+			return true
+		}
+	}
+	return false
+}
+
+// writeClusters says which clusters the apply writes to, each with the shards it changes there,
+// in promotion order, then the clusters it leaves alone.
+func (p Preview) writeClusters(b *strings.Builder) {
+	var touched, untouched []string
+	shards := map[string][]string{}
+	for _, s := range p.Shards {
+		if !s.Touches() {
+			continue
+		}
+		if _, ok := shards[s.Cluster]; !ok {
+			touched = append(touched, s.Cluster)
+		}
+		shards[s.Cluster] = append(shards[s.Cluster], s.Name)
+	}
+	alone := map[string][]string{}
+	for _, s := range p.Shards {
+		if _, ok := shards[s.Cluster]; ok || s.Touches() {
+			continue
+		}
+		if _, ok := alone[s.Cluster]; !ok {
+			untouched = append(untouched, s.Cluster)
+		}
+		alone[s.Cluster] = append(alone[s.Cluster], s.Name)
+	}
+	list := func(names []string, of map[string][]string) string {
+		var out []string
+		for _, c := range names {
+			out = append(out, fmt.Sprintf("%s (%s)", ClusterText(c), strings.Join(of[c], ", ")))
+		}
+		return strings.Join(out, ", ")
+	}
+	line := "no cluster: no shard changes"
+	if len(touched) > 0 {
+		line = list(touched, shards)
+	}
+	if len(untouched) > 0 {
+		line += "; not " + list(untouched, alone)
+	}
+	fmt.Fprintf(b, "Clusters:  the apply touches %s\n", line)
 }
 
 // pods is "1 pod" or "n pods".

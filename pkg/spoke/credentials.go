@@ -8,6 +8,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"net"
 	"net/url"
 	"sort"
 
@@ -128,8 +129,11 @@ func argoConfig(secret string, data map[string][]byte) (*rest.Config, error) {
 	if server == "" || len(raw) == 0 {
 		return nil, refuse(secret, "an Argo CD cluster Secret needs keys server and config")
 	}
-	if len(raw) > MaxCredentialBytes || len(server) > 2048 {
+	if len(raw) > MaxCredentialBytes {
 		return nil, refuse(secret, "key config is %d bytes, over the %d schemagate reads", len(raw), MaxCredentialBytes)
+	}
+	if len(server) > maxServerBytes {
+		return nil, refuse(secret, "key server is %d bytes, over the %d schemagate reads", len(server), maxServerBytes)
 	}
 	var ac argoCluster
 	if err := json.Unmarshal(raw, &ac); err != nil {
@@ -161,7 +165,12 @@ func argoConfig(secret string, data map[string][]byte) (*rest.Config, error) {
 	}, nil
 }
 
-// checkServer accepts an https URL with a host, or plain http to a loopback address (tests).
+// maxServerBytes bounds an Argo CD Secret's server key.
+const maxServerBytes = 2048
+
+// checkServer accepts an https URL with a host, or plain http to a loopback address (tests):
+// localhost, or a loopback IP such as 127.0.0.1 or ::1 (a DNS name that merely starts with
+// "127." is not one).
 func checkServer(server string) error {
 	u, err := url.Parse(server)
 	if err != nil || u.Host == "" {
@@ -171,11 +180,16 @@ func checkServer(server string) error {
 	case "https":
 		return nil
 	case "http":
-		if h := u.Hostname(); h == "localhost" || (len(h) > 4 && h[:4] == "127.") {
+		if h := u.Hostname(); h == "localhost" || isLoopbackIP(h) {
 			return nil
 		}
 	}
 	return fmt.Errorf("server %q must be an https URL", server)
+}
+
+func isLoopbackIP(h string) bool {
+	ip := net.ParseIP(h)
+	return ip != nil && ip.IsLoopback()
 }
 
 // Fingerprint is a digest of a Secret's data (hex SHA-256 over its sorted keys and values), to
