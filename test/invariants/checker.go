@@ -76,6 +76,7 @@ type Checker struct {
 	// anchor are checked against the hub's RoutingServices and confirmations.
 	hub          *Checker
 	pendingSpoke []pendingCheck
+	spokeChecked int              // spoke I1 checks decided
 	servedGen    map[string]int64 // spoke I2 key → the RoutingService generation it was judged on
 }
 
@@ -231,7 +232,14 @@ func StartFollowing(ctx context.Context, cfg *rest.Config, scheme *runtime.Schem
 // Report prints how many events were checked and every violation, and returns how many there were.
 func (k *Checker) Report(w io.Writer) int {
 	violations, events := k.Violations()
-	fmt.Fprintf(w, "invariant checker: %d events checked, %d violations\n", events, len(violations))
+	k.mu.Lock()
+	spoke := k.spokeChecked
+	k.mu.Unlock()
+	if k.hub != nil {
+		fmt.Fprintf(w, "invariant checker (region): %d events checked, %d spoke scale-ups checked against the hub, %d violations\n", events, spoke, len(violations))
+	} else {
+		fmt.Fprintf(w, "invariant checker: %d events checked, %d violations\n", events, len(violations))
+	}
 	for _, v := range violations {
 		fmt.Fprintln(w, "  "+v)
 	}
@@ -530,6 +538,7 @@ func (k *Checker) settleSpoke(final bool, now time.Time) {
 			keep = append(keep, p)
 			continue
 		}
+		k.spokeChecked++
 		if !ok {
 			var seen []string
 			for v, at := range confirmed {
