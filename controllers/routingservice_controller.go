@@ -83,6 +83,9 @@ func (r *RoutingServiceReconciler) Reconcile(ctx context.Context, req ctrl.Reque
 			r.pending.forget(req.NamespacedName)
 			r.written.forget(req.NamespacedName)
 			r.budgetConflicts.forget(req.NamespacedName)
+			if r.Spokes != nil {
+				r.Spokes.Release(req.NamespacedName, nil)
+			}
 		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
@@ -104,6 +107,9 @@ func (r *RoutingServiceReconciler) Reconcile(ctx context.Context, req ctrl.Reque
 		return ctrl.Result{}, err
 	}
 	spokes := r.observeSpokes(ctx, rsvc, &observed)
+	if r.Spokes != nil {
+		r.Spokes.Release(req.NamespacedName, rsvc)
+	}
 	plan := rollout.Compute(observed)
 	if len(plan.Measurements) > 0 {
 		// The planner is pure: it asks for the measurements of http and prometheus checks that

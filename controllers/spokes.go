@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"sync"
 	"time"
 
@@ -68,6 +69,7 @@ type spokeConn struct {
 	lastContact time.Time
 	synced      bool
 	rebuild     bool
+	closed      bool // released (Release): stopped, never handed out again
 	users       map[types.NamespacedName]bool
 }
 
@@ -109,7 +111,7 @@ func (s *Spokes) view(ctx context.Context, rsvc *routingv1alpha1.RoutingService,
 	s.defaults()
 	ns := sc.NamespaceOr(rsvc.Namespace)
 	secretName := sc.SecretName()
-	key := rsvc.Namespace + "/" + secretName + "/" + ns + "/" + string(sc.SecretFormat()) + "/" + sc.SecretKey()
+	key := connKey(rsvc, sc)
 	c := s.conns[key]
 	now := time.Now()
 	s.mu.Unlock()
@@ -142,12 +144,21 @@ func (s *Spokes) view(ctx context.Context, rsvc *routingv1alpha1.RoutingService,
 			}
 			nc.secret, nc.fingerprint = secretName, fp
 			s.mu.Lock()
-			if old := s.conns[key]; old != nil {
-				old.cancel()
-				nc.users = old.users
-			}
+			old := s.conns[key]
 			s.conns[key] = nc
 			s.mu.Unlock()
+			if old != nil {
+				// The old connection's users move to the new one (a copy: each map is guarded
+				// by its own connection's lock).
+				old.cancel()
+				old.mu.Lock()
+				users := maps.Clone(old.users)
+				old.closed = true
+				old.mu.Unlock()
+				nc.mu.Lock()
+				maps.Copy(nc.users, users)
+				nc.mu.Unlock()
+			}
 			c = nc
 		}
 		c.mu.Lock()
@@ -156,6 +167,11 @@ func (s *Spokes) view(ctx context.Context, rsvc *routingv1alpha1.RoutingService,
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if c.closed {
+		// Released as idle (Release) since it was looked up: the next reconcile connects anew.
+		v.State, v.Message = routingv1alpha1.ClusterConnecting, "its connection is being set up again"
+		return v, nil
+	}
 	c.users[types.NamespacedName{Namespace: rsvc.Namespace, Name: rsvc.Name}] = true
 	v.State, v.Message, v.LastContact = c.state, c.message, c.lastContact
 	if v.State == routingv1alpha1.ClusterReachable && c.synced {
@@ -172,6 +188,63 @@ func (c *spokeConn) secretDue(now time.Time, every time.Duration) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return now.Sub(c.secretRead) >= every
+}
+
+// connKey names the connection a shard's cluster is reached through: the Secret (its namespace,
+// name, format and key) and the namespace there. RoutingServices that name the same share it.
+func connKey(rsvc *routingv1alpha1.RoutingService, sc *routingv1alpha1.ShardCluster) string {
+	return rsvc.Namespace + "/" + sc.SecretName() + "/" + sc.NamespaceOr(rsvc.Namespace) + "/" + string(sc.SecretFormat()) + "/" + sc.SecretKey()
+}
+
+// Release records which connections the RoutingService name uses now (rsvc nil: none, it is
+// gone): it stops using every other, and a connection no RoutingService uses any more is stopped
+// (its cache and probe end), so a removed shard, a renamed Secret or a deleted RoutingService
+// leaves nothing probing a cluster.
+func (s *Spokes) Release(name types.NamespacedName, rsvc *routingv1alpha1.RoutingService) {
+	inUse := map[string]bool{}
+	if rsvc != nil {
+		for _, shard := range rsvc.Spec.Shards {
+			if shard.Cluster != nil {
+				inUse[connKey(rsvc, shard.Cluster)] = true
+			}
+		}
+	}
+	s.mu.Lock()
+	conns := make([]*spokeConn, 0, len(s.conns))
+	for _, c := range s.conns {
+		conns = append(conns, c)
+	}
+	s.mu.Unlock()
+	for _, c := range conns {
+		if inUse[c.key] {
+			continue
+		}
+		c.mu.Lock()
+		had := c.users[name]
+		delete(c.users, name)
+		idle := had && len(c.users) == 0
+		if idle {
+			// Under c.mu, so a view that has not yet added its user sees it and connects anew.
+			c.closed = true
+		}
+		c.mu.Unlock()
+		if !idle {
+			continue
+		}
+		s.mu.Lock()
+		if s.conns[c.key] == c {
+			delete(s.conns, c.key)
+			c.cancel()
+		}
+		s.mu.Unlock()
+	}
+}
+
+// connections is how many spoke connections are open (for tests and the metrics).
+func (s *Spokes) connections() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.conns)
 }
 
 func (c *spokeConn) wantsRebuild() bool {

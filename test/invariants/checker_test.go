@@ -249,7 +249,7 @@ func TestSpokeI1(t *testing.T) {
 // I2 for a spoke shard: once it served, a dip below its floor is a violation; a new generation
 // of the hub's RoutingService (more replicas asked for) starts afresh.
 func TestSpokeI2(t *testing.T) {
-	hub, region := hubAndRegion(true)
+	_, region := hubAndRegion(true)
 	region.observe(spokeRS(3, 3))
 	dip := spokeRS(3, 1)
 	dip.ResourceVersion = "11"
@@ -258,7 +258,7 @@ func TestSpokeI2(t *testing.T) {
 		t.Fatalf("a dip from 3 to 1 available (floor 3): want one violation, got %v", v)
 	}
 
-	hub, region = hubAndRegion(true)
+	hub, region := hubAndRegion(true)
 	region.observe(spokeRS(3, 3))
 	bigger := testRSVC()
 	bigger.Generation = 2
