@@ -209,6 +209,7 @@ func recordMetrics(rsvc *routingv1alpha1.RoutingService, plan rollout.Plan, take
 	}
 	promotedShards.WithLabelValues(rsvc.Namespace, rsvc.Name).Set(float64(promoted))
 	recordSchemaPhase(rsvc.Namespace, rsvc.Name, &plan.Status.Schema)
+	recordClusterMetrics(rsvc, plan.Status.Shards)
 }
 
 // forgetMetrics removes a deleted RoutingService's series.
@@ -220,4 +221,5 @@ func forgetMetrics(namespace, name string) {
 	checkMeasurements.DeletePartialMatch(prometheus.Labels{"namespace": namespace, "name": name})
 	schemaPhase.DeletePartialMatch(prometheus.Labels{"namespace": namespace, "name": name})
 	schemaPhaseClock.set(namespace, name, "", nil)
+	forgetClusterMetrics(namespace, name)
 }

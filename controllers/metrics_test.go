@@ -112,3 +112,53 @@ schemagate_schema_phase_seconds{name=rs-a,namespace=edge,phase=RollbackWindow} 9
 		t.Fatalf("after the object is deleted:\n%s", got)
 	}
 }
+
+// clusterMetrics is the exposition of the two cluster metrics of namespace "edge".
+func clusterMetrics(t *testing.T) string {
+	t.Helper()
+	reg := prometheus.NewPedanticRegistry()
+	reg.MustRegister(clusterState, clusterLastContact)
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b strings.Builder
+	for _, mf := range mfs {
+		for _, m := range mf.GetMetric() {
+			var labels []string
+			for _, l := range m.GetLabel() {
+				labels = append(labels, l.GetName()+"="+l.GetValue())
+			}
+			fmt.Fprintf(&b, "%s{%s} %g\n", mf.GetName(), strings.Join(labels, ","), m.GetGauge().GetValue())
+		}
+	}
+	return b.String()
+}
+
+// A cluster shard has one state series (its current state) and its last contact; a shard without
+// a cluster has none; a new state replaces the old series; deleting the object removes them.
+func TestClusterMetrics(t *testing.T) {
+	rsvc := &routingv1alpha1.RoutingService{}
+	rsvc.Namespace, rsvc.Name = "edge", "rs-a"
+	contact := metav1.NewTime(time.Unix(1_800_000_000, 0))
+	var plan rollout.Plan
+	plan.Status.Shards = []routingv1alpha1.ShardStatus{
+		{Name: "us-east"},
+		{Name: "eu-west", Cluster: &routingv1alpha1.ShardClusterStatus{Name: "eu-1", State: routingv1alpha1.ClusterReachable, LastContactTime: &contact}},
+	}
+	recordMetrics(rsvc, plan, nil)
+	want := "schemagate_shard_cluster_last_contact_timestamp_seconds{cluster=eu-1,name=rs-a,namespace=edge,shard=eu-west} 1.8e+09\n" +
+		"schemagate_shard_cluster_state{cluster=eu-1,name=rs-a,namespace=edge,shard=eu-west,state=Reachable} 1\n"
+	if got := clusterMetrics(t); got != want {
+		t.Fatalf("got\n%s\nwant\n%s", got, want)
+	}
+	plan.Status.Shards[1].Cluster.State = routingv1alpha1.ClusterUnreachable
+	recordMetrics(rsvc, plan, nil)
+	if got := clusterMetrics(t); !strings.Contains(got, "state=Unreachable} 1") || strings.Contains(got, "state=Reachable") {
+		t.Fatalf("after the cut:\n%s", got)
+	}
+	forgetMetrics("edge", "rs-a")
+	if got := clusterMetrics(t); got != "" {
+		t.Fatalf("after the delete:\n%s", got)
+	}
+}
