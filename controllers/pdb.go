@@ -45,7 +45,10 @@ const EventDisruptionBudgetConflict = "DisruptionBudgetConflict"
 // A name held by a budget this RoutingService does not control is left alone and reported with a
 // Warning Event (EventDisruptionBudgetConflict) once per holder; the shard's rollout is not held
 // back by it.
-func (r *RoutingServiceReconciler) syncDisruptionBudgets(ctx context.Context, rsvc *routingv1alpha1.RoutingService) ([]rollout.Refusal, error) {
+//
+// A shard in another cluster (spec.shards[].cluster) has its budget there, not in the hub
+// (syncSpokeBudgets); a hub budget left from before is deleted here like a removed shard's.
+func (r *RoutingServiceReconciler) syncDisruptionBudgets(ctx context.Context, rsvc *routingv1alpha1.RoutingService, spokes map[string]*spokeShard) ([]rollout.Refusal, error) {
 	var list policyv1.PodDisruptionBudgetList
 	if err := r.List(ctx, &list, client.InNamespace(rsvc.Namespace),
 		client.MatchingLabels{rollout.LabelName: rsvc.Name, rollout.LabelManagedBy: rollout.ManagedByValue}); err != nil {
@@ -58,7 +61,16 @@ func (r *RoutingServiceReconciler) syncDisruptionBudgets(ctx context.Context, rs
 	var refusals []rollout.Refusal
 	desired := map[string]bool{}
 	foreign := map[string]string{}
+	inSpoke := map[string]*policyv1.PodDisruptionBudget{}
+	clusterShards := map[string]bool{}
+	for _, shard := range rsvc.Spec.Shards {
+		clusterShards[shard.Name] = shard.Cluster != nil
+	}
 	for _, want := range rollout.DesiredDisruptionBudgets(rsvc) {
+		if shard := want.Labels[rollout.LabelShard]; clusterShards[shard] {
+			inSpoke[shard] = want
+			continue
+		}
 		desired[want.Name] = true
 		refusal, holder, err := r.syncDisruptionBudget(ctx, rsvc, want, existing[want.Name])
 		if err != nil {
@@ -72,6 +84,7 @@ func (r *RoutingServiceReconciler) syncDisruptionBudgets(ctx context.Context, rs
 		}
 	}
 	r.budgetConflicts.report(r, rsvc, foreign)
+	refusals = append(refusals, r.syncSpokeBudgets(ctx, rsvc, inSpoke, spokes)...)
 	for name, have := range existing {
 		if desired[name] || have.DeletionTimestamp != nil {
 			continue

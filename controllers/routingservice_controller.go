@@ -118,7 +118,7 @@ func (r *RoutingServiceReconciler) Reconcile(ctx context.Context, req ctrl.Reque
 		plan = rollout.Compute(observed)
 	}
 
-	refusals, err := r.syncDisruptionBudgets(ctx, rsvc)
+	refusals, err := r.syncDisruptionBudgets(ctx, rsvc, spokes)
 	if err != nil {
 		return ctrl.Result{}, err
 	}

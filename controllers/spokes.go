@@ -10,6 +10,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -281,7 +282,7 @@ func (s *Spokes) connect(parent context.Context, key, ns string, cfg *rest.Confi
 func (s *Spokes) run(ctx context.Context, c *spokeConn) {
 	log := logf.FromContext(ctx).WithValues("spoke", c.key)
 	go func() { _ = c.cache.Start(ctx) }()
-	for _, obj := range []client.Object{&appsv1.ReplicaSet{}, &corev1.Pod{}, &corev1.ConfigMap{}} {
+	for _, obj := range []client.Object{&appsv1.ReplicaSet{}, &corev1.Pod{}, &corev1.ConfigMap{}, &policyv1.PodDisruptionBudget{}} {
 		syncCtx, done := context.WithTimeout(ctx, s.SyncTimeout)
 		inf, err := c.cache.GetInformer(syncCtx, obj)
 		done()

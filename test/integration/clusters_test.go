@@ -10,6 +10,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -91,6 +92,22 @@ func TestStoryShardInAnotherCluster(t *testing.T) {
 	}
 	if ref := metav1.GetControllerOf(&spokeRS[0]); ref == nil || ref.UID != anchor.UID {
 		t.Fatalf("spoke ReplicaSet controlled by %+v, want the anchor", ref)
+	}
+	// The shard's budget is in its cluster, controlled by the anchor; the hub has none for it.
+	story.Eventually(t, 10*time.Second, "eu-west's budget in the spoke", func() error {
+		pdb := &policyv1.PodDisruptionBudget{}
+		if err := k8s.Get(ctx, client.ObjectKey{Namespace: spokeNS, Name: rollout.DisruptionBudgetName("rs-a", "eu-west")}, pdb); err != nil {
+			return err
+		}
+		if ref := metav1.GetControllerOf(pdb); ref == nil || ref.UID != anchor.UID {
+			return fmt.Errorf("budget controlled by %+v, want the anchor", ref)
+		}
+		return nil
+	})
+	for _, p := range budgets(t, ns) {
+		if p.Labels[rollout.LabelShard] == "eu-west" {
+			t.Fatalf("eu-west's budget %s is in the hub", p.Name)
+		}
 	}
 	got := kit.Get(t, ns)
 	if ss := shardStatusOf(got, "eu-west"); ss == nil || ss.Cluster == nil || ss.Cluster.State != routingv1alpha1.ClusterReachable || ss.Cluster.LastContactTime == nil {

@@ -13,6 +13,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
@@ -235,12 +236,23 @@ func TestClusterShardsFirstRolloutAndAnchors(t *testing.T) {
 		if ref := metav1.GetControllerOf(&list.Items[0]); ref == nil || ref.UID != cm.UID {
 			t.Fatalf("%s: ReplicaSet controlled by %+v, want the anchor %s", r.Name, ref, cm.UID)
 		}
+		var pdbs policyv1.PodDisruptionBudgetList
+		if err := regions[r.Name].List(context.Background(), &pdbs, client.InNamespace(s.ns)); err != nil || len(pdbs.Items) != 1 {
+			t.Fatalf("%s: %d PodDisruptionBudgets (%v)", r.Name, len(pdbs.Items), err)
+		}
+		if ref := metav1.GetControllerOf(&pdbs.Items[0]); ref == nil || ref.UID != cm.UID {
+			t.Fatalf("%s: budget controlled by %+v, want the anchor", r.Name, ref)
+		}
 		if ss := shardOf(rsvc, realstack.Regions[0].Shard); ss.Cluster == nil || ss.Cluster.State != routingv1alpha1.ClusterReachable {
 			t.Fatalf("shard status %+v", ss)
 		}
 	}
 	if got := s.answering(); got[f.Regions[0].Name] != 2 || got[f.Regions[1].Name] != 2 || got[f.Regions[2].Name] != 2 {
 		t.Fatalf("routers answering: %v", got)
+	}
+	var hubPDBs policyv1.PodDisruptionBudgetList
+	if err := hub.List(context.Background(), &hubPDBs, client.InNamespace(s.ns)); err != nil || len(hubPDBs.Items) != 0 {
+		t.Fatalf("PodDisruptionBudgets in the hub: %d (%v)", len(hubPDBs.Items), err)
 	}
 	var jobs metav1.PartialObjectMetadataList
 	jobs.SetGroupVersionKind(batchJobList)

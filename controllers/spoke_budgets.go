@@ -1,0 +1,102 @@
+package controllers
+
+import (
+	"context"
+
+	policyv1 "k8s.io/api/policy/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
+
+	routingv1alpha1 "github.com/schemagate/schemagate/api/v1alpha1"
+	"github.com/schemagate/schemagate/pkg/rollout"
+	"github.com/schemagate/schemagate/pkg/spoke"
+)
+
+// syncSpokeBudgets keeps each cluster shard's PodDisruptionBudget in its spoke, beside the pods it
+// protects, controlled by the spoke's anchor like the shard's ReplicaSets (so the spoke's garbage
+// collector removes it with the anchor): created when missing, patched when it differs, deleted
+// when spec.disruptionBudget.enabled is false. want is the hub's desired budget per shard
+// (rollout.DesiredDisruptionBudgets); a shard whose cluster is not reachable (no entry in
+// spokes) is not written. A name held there by an object the anchor does not control is left
+// alone.
+//
+// Any error of a spoke write is returned as a Refusal for that shard: the planner holds its rolling
+// steps until the budget is in place, and nothing else (the next reconcile tries again).
+func (r *RoutingServiceReconciler) syncSpokeBudgets(ctx context.Context, rsvc *routingv1alpha1.RoutingService, want map[string]*policyv1.PodDisruptionBudget, spokes map[string]*spokeShard) []rollout.Refusal {
+	var refusals []rollout.Refusal
+	for _, shard := range rsvc.Spec.Shards {
+		sh := spokes[shard.Name]
+		if shard.Cluster == nil || sh == nil {
+			continue
+		}
+		if refusal := r.syncSpokeBudget(ctx, rsvc, shard.Name, want[shard.Name], sh); refusal != nil {
+			refusals = append(refusals, *refusal)
+		}
+	}
+	return refusals
+}
+
+func (r *RoutingServiceReconciler) syncSpokeBudget(ctx context.Context, rsvc *routingv1alpha1.RoutingService, shard string, want *policyv1.PodDisruptionBudget, sh *spokeShard) *rollout.Refusal {
+	log := logf.FromContext(ctx).WithValues("cluster", sh.conn.key)
+	key := client.ObjectKey{Namespace: sh.conn.namespace, Name: rollout.DisruptionBudgetName(rsvc.Name, shard)}
+	refused := func(verb string, err error) *rollout.Refusal {
+		return &rollout.Refusal{Verb: verb, Kind: "PodDisruptionBudget", Name: key.Name, Shard: shard,
+			Message: "in cluster " + sh.conn.key + ": " + apiMessage(err)}
+	}
+	have := &policyv1.PodDisruptionBudget{}
+	err := sh.conn.cache.Get(ctx, key, have)
+	if apierrors.IsNotFound(err) {
+		// The cache may be behind this manager's own create: ask directly.
+		err = sh.conn.client.Get(ctx, key, have)
+	}
+	switch {
+	case apierrors.IsNotFound(err):
+		have = nil
+	case err != nil:
+		return refused("get", err)
+	}
+	ref := spoke.AnchorRef(sh.anchor)
+	controlled := have != nil && metav1.IsControlledBy(have, sh.anchor)
+	if want == nil {
+		if !controlled || have.DeletionTimestamp != nil {
+			return nil
+		}
+		log.Info("delete PodDisruptionBudget in spoke", "name", key.Name)
+		if err := sh.conn.client.Delete(ctx, have, client.Preconditions{UID: &have.UID, ResourceVersion: &have.ResourceVersion}); client.IgnoreNotFound(err) != nil {
+			return refused("delete", err)
+		}
+		return nil
+	}
+	desired := want.DeepCopy()
+	desired.Namespace = sh.conn.namespace
+	desired.OwnerReferences = []metav1.OwnerReference{ref}
+	switch {
+	case have == nil:
+		log.Info("create PodDisruptionBudget in spoke", "name", key.Name)
+		if err := sh.conn.client.Create(ctx, desired); err != nil && !apierrors.IsAlreadyExists(err) {
+			return refused("create", err)
+		}
+		return nil
+	case !controlled:
+		// Someone else's (or an earlier anchor's): never taken over silently.
+		return nil
+	case budgetMatches(desired, have):
+		return nil
+	}
+	patch := client.MergeFromWithOptions(have.DeepCopy(), client.MergeFromWithOptimisticLock{})
+	updated := have.DeepCopy()
+	if updated.Labels == nil {
+		updated.Labels = map[string]string{}
+	}
+	for k, v := range desired.Labels {
+		updated.Labels[k] = v
+	}
+	updated.Spec = desired.Spec
+	log.Info("update PodDisruptionBudget in spoke", "name", key.Name)
+	if err := sh.conn.client.Patch(ctx, updated, patch); err != nil {
+		return refused("patch", err)
+	}
+	return nil
+}
