@@ -219,3 +219,23 @@ func TestUnreachableShardKeepsItsLastKnownStatus(t *testing.T) {
 		t.Fatalf("after us-east returned: %s", got)
 	}
 }
+
+// A failed revision in a cluster shard is rolled back there like in any shard: only the shard it
+// touched changes, back to what served it, and the rollout stalls naming the rollback.
+func TestClusterShardRollsBackOnlyWhatItTouched(t *testing.T) {
+	w := clustered(t)
+	w.update("app:broken", "1", "migrate:ok")
+	w.run(300, func() bool {
+		c := w.condition(routingv1alpha1.ConditionStalled)
+		return c != nil && c.Status == "True" && strings.Contains(c.Message, "rolled back")
+	})
+	if got := w.shardImages(); got != "us-east=app:v1:3 eu-west=app:v1:3 ap-south=app:v1:3" {
+		t.Fatalf("after the rollback: %s", got)
+	}
+	if got := append(w.actionsOn("eu-west"), w.actionsOn("ap-south")...); len(got) > 0 {
+		t.Fatalf("shards the revision never touched were changed: %v", got)
+	}
+	if !w.sawEvent(EventShardRolledBack) {
+		t.Fatalf("no ShardRolledBack: %v", w.log)
+	}
+}
