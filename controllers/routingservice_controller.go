@@ -95,6 +95,9 @@ func (r *RoutingServiceReconciler) Reconcile(ctx context.Context, req ctrl.Reque
 	if err := r.ensureFinalizer(ctx, rsvc); err != nil {
 		return ctrl.Result{}, err
 	}
+	if err := r.recordClustersUsed(ctx, rsvc); err != nil {
+		return ctrl.Result{}, err
+	}
 	if r.written.stale(req.NamespacedName, rsvc.ResourceVersion, r.Clock.Now()) {
 		// The cache has not yet seen this manager's last status write; its watch event will start
 		// the next reconcile. The requeue is only a fallback.
@@ -161,6 +164,9 @@ func (r *RoutingServiceReconciler) Reconcile(ctx context.Context, req ctrl.Reque
 	}
 	r.recordEvents(rsvc, plan.Events)
 	recordMetrics(rsvc, plan, observed.Measurements)
+	if err := r.retireSpokes(ctx, rsvc, &plan.Status); err != nil {
+		return ctrl.Result{}, err
+	}
 
 	if applyErr != nil {
 		// A stale cache or a concurrent writer: look again shortly, with fresh objects.
@@ -168,7 +174,7 @@ func (r *RoutingServiceReconciler) Reconcile(ctx context.Context, req ctrl.Reque
 		return ctrl.Result{RequeueAfter: time.Second}, nil
 	}
 	requeue := plan.RequeueAfter
-	if spokes != nil || observed.Clusters != nil {
+	if spokes != nil || observed.Clusters != nil || len(retiredClusters(rsvc)) > 0 {
 		// Secrets are not watched: a rotated one is read again within SecretRecheck.
 		requeue = minRequeue(requeue, spokeRecheck)
 	}

@@ -35,13 +35,15 @@ func minRequeue(a, b time.Duration) time.Duration {
 	return a
 }
 
+// hasClusterShard reports whether a shard names a cluster, or did (schemagate.io/clusters-used
+// still lists a cluster to clean up).
 func hasClusterShard(rsvc *routingv1alpha1.RoutingService) bool {
 	for _, s := range rsvc.Spec.Shards {
 		if s.Cluster != nil {
 			return true
 		}
 	}
-	return false
+	return len(readClustersUsed(rsvc)) > 0
 }
 
 // ensureFinalizer adds schemagate.io/clusters to a RoutingService with a shard in another
@@ -76,10 +78,9 @@ func (r *RoutingServiceReconciler) finalizeSpokes(ctx context.Context, rsvc *rou
 	}
 	var left []string
 	done := map[string]bool{}
-	for _, shard := range rsvc.Spec.Shards {
-		if shard.Cluster == nil {
-			continue
-		}
+	// Every cluster a shard runs in, or ran in (retired ones not cleaned up yet).
+	for _, u := range append(currentClusters(rsvc), retiredClusters(rsvc)...) {
+		shard := routingv1alpha1.ShardSpec{Name: u.Shard, Cluster: &u.Cluster}
 		if r.Spokes == nil {
 			left = append(left, fmt.Sprintf("%s (%v)", shard.Cluster.Name, errNoSpokes))
 			continue

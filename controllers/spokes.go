@@ -204,10 +204,8 @@ func connKey(rsvc *routingv1alpha1.RoutingService, sc *routingv1alpha1.ShardClus
 func (s *Spokes) Release(name types.NamespacedName, rsvc *routingv1alpha1.RoutingService) {
 	inUse := map[string]bool{}
 	if rsvc != nil {
-		for _, shard := range rsvc.Spec.Shards {
-			if shard.Cluster != nil {
-				inUse[connKey(rsvc, shard.Cluster)] = true
-			}
+		for _, u := range append(currentClusters(rsvc), retiredClusters(rsvc)...) {
+			inUse[connKey(rsvc, &u.Cluster)] = true
 		}
 	}
 	s.mu.Lock()

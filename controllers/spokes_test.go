@@ -2,6 +2,7 @@ package controllers
 
 import (
 	"context"
+	"strings"
 	"testing"
 
 	"k8s.io/apimachinery/pkg/types"
@@ -56,5 +57,34 @@ func TestReleaseStopsIdleConnections(t *testing.T) {
 	s.Release(types.NamespacedName{Namespace: "team", Name: "b"}, nil)
 	if !stopped["eu"] || s.connections() != 0 || !eu.closed {
 		t.Fatalf("nobody names eu: stopped %v, %d connections", stopped, s.connections())
+	}
+}
+
+// schemagate.io/clusters-used is untrusted: over its bound, not JSON, or with names that are not
+// DNS labels, nothing (or only the valid entries) is read; what the spec names now is recorded
+// and a removed shard's entry is retired.
+func TestClustersUsed(t *testing.T) {
+	r := &routingv1alpha1.RoutingService{}
+	r.Namespace, r.Name = "team", "rs-a"
+	r.Spec.Shards = []routingv1alpha1.ShardSpec{{Name: "us-east", Cluster: &routingv1alpha1.ShardCluster{Name: "us"}}}
+	for name, raw := range map[string]string{
+		"not JSON":       "{",
+		"over the bound": `[{"shard":"eu-west","cluster":{"name":"eu","namespace":"team"}}]` + strings.Repeat(" ", maxClustersUsedBytes),
+		"bad names":      `[{"shard":"EU WEST","cluster":{"name":"eu","namespace":"team"}},{"shard":"eu-west","cluster":{"name":"eu","namespace":"../x"}}]`,
+		"bad secret":     `[{"shard":"eu-west","cluster":{"name":"eu","namespace":"team","secretRef":{"name":"a/b"}}}]`,
+	} {
+		r.Annotations = map[string]string{routingv1alpha1.AnnotationClustersUsed: raw}
+		if got := readClustersUsed(r); len(got) != 0 {
+			t.Errorf("%s: read %+v", name, got)
+		}
+	}
+	r.Annotations = map[string]string{routingv1alpha1.AnnotationClustersUsed: `[{"shard":"eu-west","cluster":{"name":"eu","namespace":"team"}},{"shard":"us-east","cluster":{"name":"us","namespace":"team"}}]`}
+	retired := retiredClusters(r)
+	if len(retired) != 1 || retired[0].Shard != "eu-west" {
+		t.Fatalf("retired %+v, want eu-west only (us-east is still named, its namespace defaulted)", retired)
+	}
+	r.Spec.Shards[0].Cluster.Namespace = "other"
+	if got := retiredClusters(r); len(got) != 2 {
+		t.Fatalf("us-east moved to another namespace: retired %+v, want both", got)
 	}
 }

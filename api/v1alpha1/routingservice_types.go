@@ -1246,6 +1246,13 @@ const AnnotationApproveContract = "schemagate.io/approve-contract"
 // manages.
 const AnnotationTakeover = "schemagate.io/takeover"
 
+// AnnotationClustersUsed is written by schemagate: the clusters (and namespaces there) the
+// RoutingService's shards have run in, so that a shard removed from spec.shards, or moved to
+// another cluster, is cleaned up where it ran once the rollout is complete everywhere else
+// (docs/clusters.md). It is read as untrusted input: bounded, and an entry that does not parse
+// is ignored.
+const AnnotationClustersUsed = "schemagate.io/clusters-used"
+
 // FinalizerClusters is set on a RoutingService with a shard in another cluster: its deletion
 // removes the spokes' ReplicaSets (through their anchors) where the spokes can be reached, and
 // reports the rest; it never holds the deletion longer than the manager's --spoke-cleanup-timeout.

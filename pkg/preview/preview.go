@@ -88,13 +88,9 @@ type Shard struct {
 }
 
 // Touches says whether applying the manifest writes to the shard's cluster: it changes the shard,
-// or moves it there. A shard removed from a cluster other than the RoutingService's is not
-// touched: schemagate reads and writes a cluster only for the shards of the spec, so what the
-// shard runs there is left as it is.
+// moves it there, or removes it from there (a shard removed from, or moved out of, another cluster
+// is deleted there once the rollout is complete: schemagate.io/clusters-used records where it ran).
 func (s Shard) Touches() bool {
-	if s.Action == "remove" && s.LiveCluster != "" {
-		return false
-	}
 	return s.Action != "none" || s.Moved
 }
 
@@ -361,7 +357,7 @@ func (p *Preview) risks(live, next *routingv1alpha1.RoutingService) {
 	for _, s := range p.Shards {
 		switch {
 		case s.Action == "remove" && s.LiveCluster != "":
-			p.Risks = append(p.Risks, Risk{"spec.shards", fmt.Sprintf("shard %s is removed, but it runs in cluster %s, which schemagate then no longer reads or changes for it: its %d pods there keep running (nothing there is scaled down or deleted for it)", s.Name, s.LiveCluster, s.Replicas)})
+			p.Risks = append(p.Risks, Risk{"spec.shards", fmt.Sprintf("shard %s is removed from cluster %s: its %d pods there are deleted, all at once, when the rollout is complete everywhere else (while %s does not answer, they keep running)", s.Name, s.LiveCluster, s.Replicas, s.LiveCluster)})
 		case s.Action == "remove":
 			p.Risks = append(p.Risks, Risk{"spec.shards", fmt.Sprintf("shard %s is removed: its %d pods are scaled to 0 and its ReplicaSets deleted at once, not step by step", s.Name, s.Replicas)})
 		case s.Replicas == 0 && s.LiveReplicas > 0:
@@ -371,8 +367,12 @@ func (p *Preview) risks(live, next *routingv1alpha1.RoutingService) {
 	p.unreachableRisks(live, next)
 	for _, s := range p.Shards {
 		if s.Moved {
-			p.Risks = append(p.Risks, Risk{"spec.shards[" + s.Name + "].cluster", fmt.Sprintf("%s → %s: the shard is started in %s; what it runs in %s is left running there, neither scaled down nor deleted",
-				ClusterText(s.LiveCluster), ClusterText(s.Cluster), ClusterText(s.Cluster), ClusterText(s.LiveCluster))})
+			fate := "is left running there, neither scaled down nor deleted"
+			if s.LiveCluster != "" {
+				fate = "is deleted there once the rollout is complete"
+			}
+			p.Risks = append(p.Risks, Risk{"spec.shards[" + s.Name + "].cluster", fmt.Sprintf("%s → %s: the shard is started in %s; what it runs in %s %s",
+				ClusterText(s.LiveCluster), ClusterText(s.Cluster), ClusterText(s.Cluster), ClusterText(s.LiveCluster), fate)})
 		}
 	}
 	if len(l.Strategy.Checks) > 0 && len(n.Strategy.Checks) == 0 {

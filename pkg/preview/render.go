@@ -76,7 +76,7 @@ func (p Preview) Write(w io.Writer) error {
 		case "remove":
 			what = fmt.Sprintf("remove: %d pods deleted at once", s.Replicas)
 			if s.LiveCluster != "" {
-				what = fmt.Sprintf("remove: %s left running in %s", pods(s.Replicas), s.LiveCluster)
+				what = fmt.Sprintf("remove: %s deleted in %s once the rollout is complete", pods(s.Replicas), s.LiveCluster)
 			}
 		case "none":
 			what = "unchanged"

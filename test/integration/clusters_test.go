@@ -164,3 +164,55 @@ func shardStatusOf(r *routingv1alpha1.RoutingService, shard string) *routingv1al
 	}
 	return nil
 }
+
+// A shard moved out of its cluster (its cluster field removed): it is started in the hub, and
+// once the rollout is complete there, what it ran in the cluster is removed (its ReplicaSets,
+// its budget, then the anchor, since no shard uses that namespace any more), and
+// schemagate.io/clusters-used no longer lists it.
+func TestStoryShardMovedOutOfACluster(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	ns := kit.NewNamespace(t)
+	spokeNS := kit.NewNamespace(t)
+	fake.setDatabase(spokeNS, "1", false)
+	if err := k8s.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "eu-kubeconfig"},
+		Data: map[string][]byte{"value": spokeKubeconfig(t)}}); err != nil {
+		t.Fatal(err)
+	}
+	rsvc := story.Fixture(ns)
+	rsvc.Spec.Shards[1].Cluster = &routingv1alpha1.ShardCluster{Name: "eu", Namespace: spokeNS}
+	if err := k8s.Create(ctx, rsvc); err != nil {
+		t.Fatal(err)
+	}
+	kit.WaitReady(t, ns, 60*time.Second)
+	if got := kit.Get(t, ns).Annotations[routingv1alpha1.AnnotationClustersUsed]; !strings.Contains(got, spokeNS) {
+		t.Fatalf("clusters-used %q does not name the spoke namespace", got)
+	}
+	if len(spokeReplicaSets(t, spokeNS)) != 1 {
+		t.Fatalf("spoke ReplicaSets %v", spokeReplicaSets(t, spokeNS))
+	}
+
+	kit.Update(t, ns, func(r *routingv1alpha1.RoutingService) { r.Spec.Shards[1].Cluster = nil })
+	story.Eventually(t, 60*time.Second, "eu-west in the hub, the spoke cleaned up", func() error {
+		hubEU := 0
+		for _, rs := range kit.ReplicaSets(t, ns) {
+			if rs.Labels[rollout.LabelShard] == "eu-west" && rs.Status.AvailableReplicas == 3 {
+				hubEU++
+			}
+		}
+		if hubEU != 1 {
+			return fmt.Errorf("%d available eu-west ReplicaSets in the hub", hubEU)
+		}
+		if left := spokeReplicaSets(t, spokeNS); len(left) > 0 {
+			return fmt.Errorf("%d ReplicaSets left in the spoke", len(left))
+		}
+		if err := k8s.Get(ctx, client.ObjectKey{Namespace: spokeNS, Name: spoke.AnchorName("rs-a")}, &corev1.ConfigMap{}); !apierrors.IsNotFound(err) {
+			return fmt.Errorf("anchor: %v", err)
+		}
+		if got := kit.Get(t, ns).Annotations[routingv1alpha1.AnnotationClustersUsed]; got != "" {
+			return fmt.Errorf("clusters-used still %q", got)
+		}
+		return nil
+	})
+	kit.WaitReady(t, ns, 10*time.Second)
+}

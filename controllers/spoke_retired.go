@@ -1,0 +1,223 @@
+package controllers
+
+import (
+	"context"
+	"encoding/json"
+	"slices"
+	"strings"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/validation"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
+
+	routingv1alpha1 "github.com/schemagate/schemagate/api/v1alpha1"
+	"github.com/schemagate/schemagate/pkg/rollout"
+	"github.com/schemagate/schemagate/pkg/spoke"
+)
+
+// maxClustersUsed bounds what is read of schemagate.io/clusters-used: entries and bytes.
+const (
+	maxClustersUsed      = 64
+	maxClustersUsedBytes = 32 << 10
+)
+
+// usedCluster is one entry of schemagate.io/clusters-used: a shard and the cluster (with the
+// namespace there resolved) it ran in.
+type usedCluster struct {
+	Shard   string                       `json:"shard"`
+	Cluster routingv1alpha1.ShardCluster `json:"cluster"`
+}
+
+func (u usedCluster) id(rsvc *routingv1alpha1.RoutingService) string {
+	return u.Shard + "|" + connKey(rsvc, &u.Cluster)
+}
+
+// readClustersUsed parses the annotation: at most maxClustersUsedBytes, maxClustersUsed entries;
+// an entry whose shard or cluster name is not a DNS label, or whose namespace is not one, is
+// dropped (a hand edit never names a cluster schemagate would then write to).
+func readClustersUsed(rsvc *routingv1alpha1.RoutingService) []usedCluster {
+	raw := rsvc.Annotations[routingv1alpha1.AnnotationClustersUsed]
+	if raw == "" || len(raw) > maxClustersUsedBytes {
+		return nil
+	}
+	var in []usedCluster
+	if err := json.Unmarshal([]byte(raw), &in); err != nil {
+		return nil
+	}
+	var out []usedCluster
+	for _, u := range in {
+		if len(out) == maxClustersUsed {
+			break
+		}
+		ok := len(validation.IsDNS1123Label(u.Shard)) == 0 && len(validation.IsDNS1123Label(u.Cluster.Name)) == 0 &&
+			len(validation.IsDNS1123Label(u.Cluster.Namespace)) == 0
+		if sr := u.Cluster.SecretRef; sr != nil {
+			ok = ok && len(validation.IsDNS1123Subdomain(sr.Name)) == 0 && len(sr.Key) <= 253 &&
+				(sr.Format == "" || sr.Format == routingv1alpha1.ClusterSecretKubeconfig || sr.Format == routingv1alpha1.ClusterSecretArgoCD)
+		}
+		if ok {
+			out = append(out, u)
+		}
+	}
+	return out
+}
+
+// currentClusters is what the spec names now, each namespace resolved.
+func currentClusters(rsvc *routingv1alpha1.RoutingService) []usedCluster {
+	var out []usedCluster
+	for _, s := range rsvc.Spec.Shards {
+		if s.Cluster == nil {
+			continue
+		}
+		c := *s.Cluster.DeepCopy()
+		c.Namespace = c.NamespaceOr(rsvc.Namespace)
+		out = append(out, usedCluster{Shard: s.Name, Cluster: c})
+	}
+	return out
+}
+
+// retiredClusters are the recorded entries the spec no longer names (a shard removed or moved).
+func retiredClusters(rsvc *routingv1alpha1.RoutingService) []usedCluster {
+	now := map[string]bool{}
+	for _, u := range currentClusters(rsvc) {
+		now[u.id(rsvc)] = true
+	}
+	var out []usedCluster
+	for _, u := range readClustersUsed(rsvc) {
+		if !now[u.id(rsvc)] {
+			out = append(out, u)
+		}
+	}
+	return out
+}
+
+// setClustersUsed writes the annotation as entries (sorted, canonical) when it differs; rsvc is
+// updated from the answer, so the reconcile goes on with it.
+func (r *RoutingServiceReconciler) setClustersUsed(ctx context.Context, rsvc *routingv1alpha1.RoutingService, entries []usedCluster) error {
+	slices.SortFunc(entries, func(a, b usedCluster) int { return strings.Compare(a.id(rsvc), b.id(rsvc)) })
+	entries = slices.CompactFunc(entries, func(a, b usedCluster) bool { return a.id(rsvc) == b.id(rsvc) })
+	value := ""
+	if len(entries) > 0 {
+		b, err := json.Marshal(entries)
+		if err != nil {
+			return err
+		}
+		value = string(b)
+	}
+	if rsvc.Annotations[routingv1alpha1.AnnotationClustersUsed] == value {
+		return nil
+	}
+	patch := client.MergeFrom(rsvc.DeepCopy())
+	if value == "" {
+		delete(rsvc.Annotations, routingv1alpha1.AnnotationClustersUsed)
+	} else {
+		if rsvc.Annotations == nil {
+			rsvc.Annotations = map[string]string{}
+		}
+		rsvc.Annotations[routingv1alpha1.AnnotationClustersUsed] = value
+	}
+	return r.Patch(ctx, rsvc, patch)
+}
+
+// recordClustersUsed adds every cluster the spec names now to schemagate.io/clusters-used, before
+// anything is created there, so that a later spec that no longer names it still knows where to
+// clean up.
+func (r *RoutingServiceReconciler) recordClustersUsed(ctx context.Context, rsvc *routingv1alpha1.RoutingService) error {
+	return r.setClustersUsed(ctx, rsvc, append(readClustersUsed(rsvc), currentClusters(rsvc)...))
+}
+
+// retireSpokes cleans up the clusters a shard no longer runs in, once the update revision is
+// promoted and available everywhere the spec says (Ready=True in status): as for a shard removed
+// from spec.shards in one cluster, the pods that served it stay until the rollout is complete.
+// In each retired cluster it reaches, it deletes the shard's ReplicaSets and budget that this
+// RoutingService's anchor controls, then (when no shard of the spec still uses that namespace
+// there) the anchor itself; the entry is dropped once nothing of it is left. A cluster it cannot
+// reach keeps its entry and is tried again; a namespace whose anchor is another RoutingService's
+// or another hub's is dropped without a write.
+func (r *RoutingServiceReconciler) retireSpokes(ctx context.Context, rsvc *routingv1alpha1.RoutingService, status *routingv1alpha1.RoutingServiceStatus) error {
+	retired := retiredClusters(rsvc)
+	if len(retired) == 0 || r.Spokes == nil || !meta.IsStatusConditionTrue(status.Conditions, routingv1alpha1.ConditionReady) {
+		return nil
+	}
+	log := logf.FromContext(ctx)
+	inUse := map[string]bool{}
+	for _, u := range currentClusters(rsvc) {
+		inUse[connKey(rsvc, &u.Cluster)] = true
+	}
+	drop := map[string]bool{}
+	for _, u := range retired {
+		_, conn := r.Spokes.view(ctx, rsvc, &u.Cluster)
+		if conn == nil {
+			continue // not reachable now: tried again later
+		}
+		anchor := &corev1.ConfigMap{}
+		err := conn.client.Get(ctx, client.ObjectKey{Namespace: conn.namespace, Name: spoke.AnchorName(rsvc.Name)}, anchor)
+		if apierrors.IsNotFound(err) || (err == nil && spoke.ReadAnchor(anchor).Owner(rsvc, r.Spokes.Hub) != "") {
+			drop[u.id(rsvc)] = true // nothing of ours there
+			continue
+		}
+		if err != nil {
+			continue
+		}
+		var sets appsv1.ReplicaSetList
+		if err := conn.cache.List(ctx, &sets, client.InNamespace(conn.namespace), client.MatchingLabels{rollout.LabelName: rsvc.Name, rollout.LabelShard: u.Shard}); err != nil {
+			continue
+		}
+		left := false
+		for i := range sets.Items {
+			rs := &sets.Items[i]
+			if !metav1.IsControlledBy(rs, anchor) {
+				continue
+			}
+			left = true
+			if rs.DeletionTimestamp == nil {
+				log.Info("delete the ReplicaSet of a retired shard", "cluster", u.Cluster.Name, "replicaSet", rs.Name)
+				if err := conn.client.Delete(ctx, rs, client.PropagationPolicy(metav1.DeletePropagationBackground), client.Preconditions{UID: &rs.UID}); client.IgnoreNotFound(err) != nil {
+					log.Info("deleting a retired shard's ReplicaSet failed; tried again later", "error", err.Error())
+				}
+			}
+		}
+		pdb := &policyv1.PodDisruptionBudget{}
+		if err := conn.client.Get(ctx, client.ObjectKey{Namespace: conn.namespace, Name: rollout.DisruptionBudgetName(rsvc.Name, u.Shard)}, pdb); err == nil && metav1.IsControlledBy(pdb, anchor) {
+			left = true
+			_ = conn.client.Delete(ctx, pdb, client.Preconditions{UID: &pdb.UID})
+		}
+		if left {
+			continue
+		}
+		if !inUse[connKey(rsvc, &u.Cluster)] && !usedByAnotherRetired(rsvc, retired, u, drop) {
+			log.Info("delete the anchor of a cluster no shard runs in", "cluster", u.Cluster.Name)
+			if err := conn.client.Delete(ctx, anchor, client.Preconditions{UID: &anchor.UID}); client.IgnoreNotFound(err) != nil {
+				continue
+			}
+		}
+		drop[u.id(rsvc)] = true
+	}
+	if len(drop) == 0 {
+		return nil
+	}
+	var keep []usedCluster
+	for _, u := range readClustersUsed(rsvc) {
+		if !drop[u.id(rsvc)] {
+			keep = append(keep, u)
+		}
+	}
+	return r.setClustersUsed(ctx, rsvc, keep)
+}
+
+// usedByAnotherRetired reports whether another retired entry, not yet cleaned up (not in done),
+// uses u's connection: its anchor must stay until that one is done too.
+func usedByAnotherRetired(rsvc *routingv1alpha1.RoutingService, retired []usedCluster, u usedCluster, done map[string]bool) bool {
+	for _, o := range retired {
+		if o.id(rsvc) != u.id(rsvc) && !done[o.id(rsvc)] && connKey(rsvc, &o.Cluster) == connKey(rsvc, &u.Cluster) {
+			return true
+		}
+	}
+	return false
+}
