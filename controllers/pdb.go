@@ -83,8 +83,12 @@ func (r *RoutingServiceReconciler) syncDisruptionBudgets(ctx context.Context, rs
 			foreign[want.Name] = holder
 		}
 	}
+	spokeRefusals, err := r.syncSpokeBudgets(ctx, rsvc, inSpoke, spokes, foreign)
+	if err != nil {
+		return nil, err
+	}
+	refusals = append(refusals, spokeRefusals...)
 	r.budgetConflicts.report(r, rsvc, foreign)
-	refusals = append(refusals, r.syncSpokeBudgets(ctx, rsvc, inSpoke, spokes)...)
 	for name, have := range existing {
 		if desired[name] || have.DeletionTimestamp != nil {
 			continue

@@ -104,6 +104,7 @@ func (r *RoutingServiceReconciler) Reconcile(ctx context.Context, req ctrl.Reque
 		return ctrl.Result{RequeueAfter: staleCacheRecheck}, nil
 	}
 
+	stored := rsvc.Status.DeepCopy() // the status as it was before this reconcile
 	observed, err := r.observe(ctx, rsvc)
 	if err != nil {
 		// Reading the cluster failed: do nothing, and try again with backoff.
@@ -164,7 +165,7 @@ func (r *RoutingServiceReconciler) Reconcile(ctx context.Context, req ctrl.Reque
 	}
 	r.recordEvents(rsvc, plan.Events)
 	recordMetrics(rsvc, plan, observed.Measurements)
-	if err := r.retireSpokes(ctx, rsvc, &plan.Status); err != nil {
+	if err := r.retireSpokes(ctx, rsvc, stored, &plan.Status, spokes); err != nil {
 		return ctrl.Result{}, err
 	}
 

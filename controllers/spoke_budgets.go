@@ -2,6 +2,7 @@ package controllers
 
 import (
 	"context"
+	"fmt"
 
 	policyv1 "k8s.io/api/policy/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -22,28 +23,43 @@ import (
 // spokes) is not written. A name held there by an object the anchor does not control is left
 // alone.
 //
-// Any error of a spoke write is returned as a Refusal for that shard: the planner holds its rolling
-// steps until the budget is in place, and nothing else (the next reconcile tries again).
-func (r *RoutingServiceReconciler) syncSpokeBudgets(ctx context.Context, rsvc *routingv1alpha1.RoutingService, want map[string]*policyv1.PodDisruptionBudget, spokes map[string]*spokeShard) []rollout.Refusal {
+// As in the hub: a write the spoke refuses (isRefusal) is returned as a Refusal (a refused create
+// holds that shard's rolling steps), a Conflict is left to the next reconcile, and any other error
+// is returned for a retry with backoff. A name held there by an object the anchor does not control
+// is reported in foreign (budget name → holder) and left alone.
+func (r *RoutingServiceReconciler) syncSpokeBudgets(ctx context.Context, rsvc *routingv1alpha1.RoutingService, want map[string]*policyv1.PodDisruptionBudget, spokes map[string]*spokeShard, foreign map[string]string) ([]rollout.Refusal, error) {
 	var refusals []rollout.Refusal
 	for _, shard := range rsvc.Spec.Shards {
 		sh := spokes[shard.Name]
 		if shard.Cluster == nil || sh == nil {
 			continue
 		}
-		if refusal := r.syncSpokeBudget(ctx, rsvc, shard.Name, want[shard.Name], sh); refusal != nil {
+		refusal, holder, err := r.syncSpokeBudget(ctx, rsvc, shard.Name, want[shard.Name], sh)
+		if err != nil {
+			return nil, err
+		}
+		if refusal != nil {
 			refusals = append(refusals, *refusal)
 		}
+		if holder != "" {
+			foreign[rollout.DisruptionBudgetName(rsvc.Name, shard.Name)] = holder + " (cluster " + shard.Cluster.Name + ")"
+		}
 	}
-	return refusals
+	return refusals, nil
 }
 
-func (r *RoutingServiceReconciler) syncSpokeBudget(ctx context.Context, rsvc *routingv1alpha1.RoutingService, shard string, want *policyv1.PodDisruptionBudget, sh *spokeShard) *rollout.Refusal {
+func (r *RoutingServiceReconciler) syncSpokeBudget(ctx context.Context, rsvc *routingv1alpha1.RoutingService, shard string, want *policyv1.PodDisruptionBudget, sh *spokeShard) (*rollout.Refusal, string, error) {
 	log := logf.FromContext(ctx).WithValues("cluster", sh.conn.key)
 	key := client.ObjectKey{Namespace: sh.conn.namespace, Name: rollout.DisruptionBudgetName(rsvc.Name, shard)}
-	refused := func(verb string, err error) *rollout.Refusal {
-		return &rollout.Refusal{Verb: verb, Kind: "PodDisruptionBudget", Name: key.Name, Shard: shard,
-			Message: "in cluster " + sh.conn.key + ": " + apiMessage(err)}
+	fail := func(verb string, err error) (*rollout.Refusal, string, error) {
+		switch {
+		case isRefusal(err):
+			return &rollout.Refusal{Verb: verb, Kind: "PodDisruptionBudget", Name: key.Name, Shard: shard,
+				Message: "in cluster " + sh.conn.key + ": " + apiMessage(err)}, "", nil
+		case apierrors.IsConflict(err) || apierrors.IsNotFound(err) || apierrors.IsAlreadyExists(err):
+			return nil, "", nil // a stale cache: the next reconcile sees the object as it is
+		}
+		return nil, "", fmt.Errorf("%s PodDisruptionBudget %s in cluster %s: %w", verb, key.Name, sh.conn.key, err)
 	}
 	have := &policyv1.PodDisruptionBudget{}
 	err := sh.conn.cache.Get(ctx, key, have)
@@ -55,19 +71,19 @@ func (r *RoutingServiceReconciler) syncSpokeBudget(ctx context.Context, rsvc *ro
 	case apierrors.IsNotFound(err):
 		have = nil
 	case err != nil:
-		return refused("get", err)
+		return fail("get", err)
 	}
 	ref := spoke.AnchorRef(sh.anchor)
 	controlled := have != nil && metav1.IsControlledBy(have, sh.anchor)
 	if want == nil {
 		if !controlled || have.DeletionTimestamp != nil {
-			return nil
+			return nil, "", nil
 		}
 		log.Info("delete PodDisruptionBudget in spoke", "name", key.Name)
-		if err := sh.conn.client.Delete(ctx, have, client.Preconditions{UID: &have.UID, ResourceVersion: &have.ResourceVersion}); client.IgnoreNotFound(err) != nil {
-			return refused("delete", err)
+		if err := sh.conn.client.Delete(ctx, have, client.Preconditions{UID: &have.UID, ResourceVersion: &have.ResourceVersion}); err != nil {
+			return fail("delete", err)
 		}
-		return nil
+		return nil, "", nil
 	}
 	desired := want.DeepCopy()
 	desired.Namespace = sh.conn.namespace
@@ -75,15 +91,15 @@ func (r *RoutingServiceReconciler) syncSpokeBudget(ctx context.Context, rsvc *ro
 	switch {
 	case have == nil:
 		log.Info("create PodDisruptionBudget in spoke", "name", key.Name)
-		if err := sh.conn.client.Create(ctx, desired); err != nil && !apierrors.IsAlreadyExists(err) {
-			return refused("create", err)
+		if err := sh.conn.client.Create(ctx, desired); err != nil {
+			return fail("create", err)
 		}
-		return nil
+		return nil, "", nil
 	case !controlled:
 		// Someone else's (or an earlier anchor's): never taken over silently.
-		return nil
+		return nil, rollout.Holder(have), nil
 	case budgetMatches(desired, have):
-		return nil
+		return nil, "", nil
 	}
 	patch := client.MergeFromWithOptions(have.DeepCopy(), client.MergeFromWithOptimisticLock{})
 	updated := have.DeepCopy()
@@ -96,7 +112,7 @@ func (r *RoutingServiceReconciler) syncSpokeBudget(ctx context.Context, rsvc *ro
 	updated.Spec = desired.Spec
 	log.Info("update PodDisruptionBudget in spoke", "name", key.Name)
 	if err := sh.conn.client.Patch(ctx, updated, patch); err != nil {
-		return refused("patch", err)
+		return fail("patch", err)
 	}
-	return nil
+	return nil, "", nil
 }

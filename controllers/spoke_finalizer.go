@@ -54,7 +54,9 @@ func (r *RoutingServiceReconciler) ensureFinalizer(ctx context.Context, rsvc *ro
 	if !hasClusterShard(rsvc) || controllerutil.ContainsFinalizer(rsvc, routingv1alpha1.FinalizerClusters) {
 		return nil
 	}
-	patch := client.MergeFrom(rsvc.DeepCopy())
+	// With the resourceVersion: a merge patch replaces the whole list, so a finalizer another
+	// controller changed since this read must not be put back or lost (a Conflict retries).
+	patch := client.MergeFromWithOptions(rsvc.DeepCopy(), client.MergeFromWithOptimisticLock{})
 	controllerutil.AddFinalizer(rsvc, routingv1alpha1.FinalizerClusters)
 	return r.Patch(ctx, rsvc, patch)
 }
@@ -97,7 +99,7 @@ func (r *RoutingServiceReconciler) finalizeSpokes(ctx context.Context, rsvc *rou
 		err := conn.client.Get(ctx, client.ObjectKey{Namespace: conn.namespace, Name: spoke.AnchorName(rsvc.Name)}, cm)
 		if err == nil {
 			a := spoke.ReadAnchor(cm)
-			if a.Owner(rsvc, r.Spokes.Hub) == "" {
+			if a.Owner(rsvc, r.Spokes.Hub) == "" && (a.UID == "" || a.UID == rsvc.UID) {
 				err = conn.client.Delete(ctx, cm, client.PropagationPolicy(metav1.DeletePropagationBackground), client.Preconditions{UID: &cm.UID})
 			}
 		}
@@ -122,7 +124,7 @@ func (r *RoutingServiceReconciler) finalizeSpokes(ctx context.Context, rsvc *rou
 		r.Recorder.Eventf(rsvc, nil, corev1.EventTypeWarning, EventSpokeCleanupAbandoned, "Delete",
 			"clusters not reached within %s keep this RoutingService's ReplicaSets (delete its anchor ConfigMap %s there to remove them): %v", timeout, spoke.AnchorName(rsvc.Name), left)
 	}
-	patch := client.MergeFrom(rsvc.DeepCopy())
+	patch := client.MergeFromWithOptions(rsvc.DeepCopy(), client.MergeFromWithOptimisticLock{})
 	controllerutil.RemoveFinalizer(rsvc, routingv1alpha1.FinalizerClusters)
 	return ctrl.Result{}, client.IgnoreNotFound(r.Patch(ctx, rsvc, patch))
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"slices"
 	"strings"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -21,11 +22,18 @@ import (
 	"github.com/schemagate/schemagate/pkg/spoke"
 )
 
-// maxClustersUsed bounds what is read of schemagate.io/clusters-used: entries and bytes.
+// maxClustersUsed bounds schemagate.io/clusters-used, read and written alike: entries (50 shards,
+// the CRD's bound, each of which may have moved twice) and bytes (the largest valid entry is
+// ~800 bytes; all of an object's annotations share 256 KiB).
 const (
-	maxClustersUsed      = 64
-	maxClustersUsedBytes = 32 << 10
+	maxClustersUsed      = 150
+	maxClustersUsedBytes = 128 << 10
 )
+
+// retireSettle is how long Ready must have held, for the current generation, before a retired
+// place is cleaned up: a spoke's cache that has not yet seen a deletion of this manager's (a
+// shard moved away and straight back) must not make a plan look complete.
+const retireSettle = 10 * time.Second
 
 // usedCluster is one entry of schemagate.io/clusters-used: a shard and the cluster (with the
 // namespace there resolved) it ran in.
@@ -99,16 +107,25 @@ func retiredClusters(rsvc *routingv1alpha1.RoutingService) []usedCluster {
 
 // setClustersUsed writes the annotation as entries (sorted, canonical) when it differs; rsvc is
 // updated from the answer, so the reconcile goes on with it.
+//
+// It never writes more than readClustersUsed reads (maxClustersUsed entries, maxClustersUsedBytes):
+// past that, the entries of the spec as it is now are kept and retired ones are dropped (their
+// pods then keep running where they are, as before this record existed), with a log line.
 func (r *RoutingServiceReconciler) setClustersUsed(ctx context.Context, rsvc *routingv1alpha1.RoutingService, entries []usedCluster) error {
 	slices.SortFunc(entries, func(a, b usedCluster) int { return strings.Compare(a.id(rsvc), b.id(rsvc)) })
 	entries = slices.CompactFunc(entries, func(a, b usedCluster) bool { return a.id(rsvc) == b.id(rsvc) })
 	value := ""
-	if len(entries) > 0 {
+	for len(entries) > 0 {
 		b, err := json.Marshal(entries)
 		if err != nil {
 			return err
 		}
-		value = string(b)
+		if len(entries) <= maxClustersUsed && len(b) <= maxClustersUsedBytes {
+			value = string(b)
+			break
+		}
+		entries = dropOneRetired(rsvc, entries)
+		logf.FromContext(ctx).Info("schemagate.io/clusters-used is full: a retired cluster is forgotten, its pods there keep running")
 	}
 	if rsvc.Annotations[routingv1alpha1.AnnotationClustersUsed] == value {
 		return nil
@@ -123,6 +140,21 @@ func (r *RoutingServiceReconciler) setClustersUsed(ctx context.Context, rsvc *ro
 		rsvc.Annotations[routingv1alpha1.AnnotationClustersUsed] = value
 	}
 	return r.Patch(ctx, rsvc, patch)
+}
+
+// dropOneRetired removes one entry the spec does not name now (the last), or, when every entry is
+// current, the last one.
+func dropOneRetired(rsvc *routingv1alpha1.RoutingService, entries []usedCluster) []usedCluster {
+	now := map[string]bool{}
+	for _, u := range currentClusters(rsvc) {
+		now[u.id(rsvc)] = true
+	}
+	for i := len(entries) - 1; i >= 0; i-- {
+		if !now[entries[i].id(rsvc)] {
+			return slices.Delete(entries, i, i+1)
+		}
+	}
+	return entries[:len(entries)-1]
 }
 
 // recordClustersUsed adds every cluster the spec names now to schemagate.io/clusters-used, before
@@ -140,15 +172,34 @@ func (r *RoutingServiceReconciler) recordClustersUsed(ctx context.Context, rsvc 
 // there) the anchor itself; the entry is dropped once nothing of it is left. A cluster it cannot
 // reach keeps its entry and is tried again; a namespace whose anchor is another RoutingService's
 // or another hub's is dropped without a write.
-func (r *RoutingServiceReconciler) retireSpokes(ctx context.Context, rsvc *routingv1alpha1.RoutingService, status *routingv1alpha1.RoutingServiceStatus) error {
+//
+// The same place can be named two ways (another Secret for the same cluster, a renamed
+// cluster.name): a retired entry whose anchor is the one a current shard of the same name uses is
+// the shard's live place, and nothing is deleted there; an anchor a current shard uses is never
+// deleted. Ready must have held for the current generation for retireSettle (wasReady, from the
+// status as stored before this reconcile, and ready, this plan's), and nothing is deleted by a
+// hub without a name of its own (UnnamedHub: two such hubs cannot tell their anchors apart) or
+// under an anchor that records another RoutingService's UID.
+func (r *RoutingServiceReconciler) retireSpokes(ctx context.Context, rsvc *routingv1alpha1.RoutingService, stored, status *routingv1alpha1.RoutingServiceStatus, spokes map[string]*spokeShard) error {
 	retired := retiredClusters(rsvc)
-	if len(retired) == 0 || r.Spokes == nil || !meta.IsStatusConditionTrue(status.Conditions, routingv1alpha1.ConditionReady) {
+	if len(retired) == 0 || r.Spokes == nil || r.Spokes.Hub == UnnamedHub || !settledReady(rsvc, stored, r.Clock.Now()) ||
+		!meta.IsStatusConditionTrue(status.Conditions, routingv1alpha1.ConditionReady) {
 		return nil
 	}
 	log := logf.FromContext(ctx)
+	// What the current shards use, by connection and by anchor (every current cluster answered:
+	// Ready needs it).
 	inUse := map[string]bool{}
 	for _, u := range currentClusters(rsvc) {
 		inUse[connKey(rsvc, &u.Cluster)] = true
+	}
+	anchorShards := map[string]map[string]bool{} // anchor UID → current shards under it
+	for shard, sh := range spokes {
+		uid := string(sh.anchor.UID)
+		if anchorShards[uid] == nil {
+			anchorShards[uid] = map[string]bool{}
+		}
+		anchorShards[uid][shard] = true
 	}
 	drop := map[string]bool{}
 	for _, u := range retired {
@@ -158,7 +209,17 @@ func (r *RoutingServiceReconciler) retireSpokes(ctx context.Context, rsvc *routi
 		}
 		anchor := &corev1.ConfigMap{}
 		err := conn.client.Get(ctx, client.ObjectKey{Namespace: conn.namespace, Name: spoke.AnchorName(rsvc.Name)}, anchor)
-		if apierrors.IsNotFound(err) || (err == nil && spoke.ReadAnchor(anchor).Owner(rsvc, r.Spokes.Hub) != "") {
+		if err == nil {
+			if a := spoke.ReadAnchor(anchor); a.Owner(rsvc, r.Spokes.Hub) != "" || (a.UID != "" && a.UID != rsvc.UID) {
+				drop[u.id(rsvc)] = true // not ours: never written
+				continue
+			}
+			if anchorShards[string(anchor.UID)][u.Shard] {
+				drop[u.id(rsvc)] = true // the shard's live place, named another way
+				continue
+			}
+		}
+		if apierrors.IsNotFound(err) {
 			drop[u.id(rsvc)] = true // nothing of ours there
 			continue
 		}
@@ -186,12 +247,14 @@ func (r *RoutingServiceReconciler) retireSpokes(ctx context.Context, rsvc *routi
 		pdb := &policyv1.PodDisruptionBudget{}
 		if err := conn.client.Get(ctx, client.ObjectKey{Namespace: conn.namespace, Name: rollout.DisruptionBudgetName(rsvc.Name, u.Shard)}, pdb); err == nil && metav1.IsControlledBy(pdb, anchor) {
 			left = true
-			_ = conn.client.Delete(ctx, pdb, client.Preconditions{UID: &pdb.UID})
+			if err := conn.client.Delete(ctx, pdb, client.Preconditions{UID: &pdb.UID}); client.IgnoreNotFound(err) != nil {
+				log.Info("deleting a retired shard's budget failed; tried again later", "error", err.Error())
+			}
 		}
 		if left {
 			continue
 		}
-		if !inUse[connKey(rsvc, &u.Cluster)] && !usedByAnotherRetired(rsvc, retired, u, drop) {
+		if !inUse[connKey(rsvc, &u.Cluster)] && len(anchorShards[string(anchor.UID)]) == 0 && !usedByAnotherRetired(rsvc, retired, u, drop) {
 			log.Info("delete the anchor of a cluster no shard runs in", "cluster", u.Cluster.Name)
 			if err := conn.client.Delete(ctx, anchor, client.Preconditions{UID: &anchor.UID}); client.IgnoreNotFound(err) != nil {
 				continue
@@ -209,6 +272,14 @@ func (r *RoutingServiceReconciler) retireSpokes(ctx context.Context, rsvc *routi
 		}
 	}
 	return r.setClustersUsed(ctx, rsvc, keep)
+}
+
+// settledReady reports whether the stored status says Ready=True for the current generation, and
+// has for retireSettle.
+func settledReady(rsvc *routingv1alpha1.RoutingService, stored *routingv1alpha1.RoutingServiceStatus, now time.Time) bool {
+	c := meta.FindStatusCondition(stored.Conditions, routingv1alpha1.ConditionReady)
+	return c != nil && c.Status == metav1.ConditionTrue && stored.ObservedGeneration == rsvc.Generation &&
+		c.ObservedGeneration == rsvc.Generation && now.Sub(c.LastTransitionTime.Time) >= retireSettle
 }
 
 // usedByAnotherRetired reports whether another retired entry, not yet cleaned up (not in done),

@@ -138,12 +138,11 @@ func (s *Spokes) view(ctx context.Context, rsvc *routingv1alpha1.RoutingService,
 				return v, nil
 			}
 			cfg.Timeout = 10 * time.Second
-			nc, err := s.connect(ctx, key, ns, cfg)
+			nc, err := s.connect(ctx, key, ns, secretName, fp, cfg)
 			if err != nil {
 				v.State, v.Message = routingv1alpha1.ClusterCredentialsRefused, fmt.Sprintf("Secret %s/%s: %v", rsvc.Namespace, secretName, err)
 				return v, nil
 			}
-			nc.secret, nc.fingerprint = secretName, fp
 			s.mu.Lock()
 			old := s.conns[key]
 			s.conns[key] = nc
@@ -254,7 +253,7 @@ func (c *spokeConn) wantsRebuild() bool {
 
 // connect builds a spoke connection and starts it in the background: its cache (namespace ns,
 // schemagate's labels only), and the probe loop.
-func (s *Spokes) connect(parent context.Context, key, ns string, cfg *rest.Config) (*spokeConn, error) {
+func (s *Spokes) connect(parent context.Context, key, ns, secret, fingerprint string, cfg *rest.Config) (*spokeConn, error) {
 	managed, err := labels.Parse(rollout.LabelManagedBy + "=" + rollout.ManagedByValue)
 	if err != nil {
 		return nil, err
@@ -269,7 +268,7 @@ func (s *Spokes) connect(parent context.Context, key, ns string, cfg *rest.Confi
 		return nil, err
 	}
 	ctx, cancel := context.WithCancel(context.WithoutCancel(parent))
-	c := &spokeConn{key: key, namespace: ns, client: direct, cache: ca, cancel: cancel,
+	c := &spokeConn{key: key, namespace: ns, secret: secret, fingerprint: fingerprint, client: direct, cache: ca, cancel: cancel,
 		state: routingv1alpha1.ClusterConnecting, message: "connecting", users: map[types.NamespacedName]bool{}}
 	go s.run(ctx, c)
 	return c, nil
