@@ -10,13 +10,16 @@ import (
 	"context"
 	"crypto/tls"
 	_ "embed"
+	"errors"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"os"
 	"path/filepath"
 	"strconv"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -410,14 +413,36 @@ func (c *Cluster) nodesReady(ctx context.Context) error {
 }
 
 // FreePort returns a free TCP port on 127.0.0.1.
+//
+// Ports are drawn from 10000–32767, below Linux's ephemeral range (32768–60999): a port the kernel
+// hands out for :0 is also what outgoing connections take as their source port, so between this
+// check and the component's bind another connection (or another cluster's FreePort, with several
+// clusters started at once) could take it, and the component then fails with "address already in
+// use" while its health check reaches someone else's server. A port is never handed out twice in
+// one process.
 func FreePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
+	portsMu.Lock()
+	defer portsMu.Unlock()
+	for range 1000 {
+		port := 10000 + rand.IntN(32768-10000)
+		if portsGiven[port] {
+			continue
+		}
+		l, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(port))
+		if err != nil {
+			continue
+		}
+		_ = l.Close()
+		portsGiven[port] = true
+		return port, nil
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
+	return 0, errors.New("no free port on 127.0.0.1 in 10000-32767 after 1000 tries")
 }
+
+var (
+	portsMu    sync.Mutex
+	portsGiven = map[int]bool{}
+)
 
 // APIServerAddr is kube-apiserver's host:port on loopback (it serves TLS with a certificate for
 // 127.0.0.1 and localhost, signed by CAFile).
