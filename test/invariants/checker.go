@@ -556,67 +556,44 @@ func (k *Checker) settleSpoke(final bool, now time.Time) {
 // being deleted is not checked: the garbage collector, not schemagate, removes its pods (S-20).
 // A RoutingService re-created under the same name (a new UID) starts afresh.
 func (k *Checker) checkI2(ns string, rsvc *routingv1alpha1.RoutingService, shard string) {
-	if _, exempt := k.exemptI2[ns]; rsvc.DeletionTimestamp != nil || exempt {
-		return
-	}
-	var spec *routingv1alpha1.ShardSpec
-	for i := range rsvc.Spec.Shards {
-		if rsvc.Spec.Shards[i].Name == shard {
-			spec = &rsvc.Spec.Shards[i]
-		}
-	}
-	if spec == nil {
-		return
-	}
-	var available int32
-	var detail []string
-	for _, rs := range k.rss {
-		if rs.Namespace == ns && rs.Labels[rollout.LabelName] == rsvc.Name && rs.Labels[rollout.LabelShard] == shard && metav1.IsControlledBy(rs, rsvc) {
-			// Pods above spec.replicas are being removed: a scale-down takes them away the
-			// moment it is written, before the ReplicaSet controller updates status, so they
-			// do not count (the planner does not count them either).
-			available += min(rs.Status.AvailableReplicas, ptr.Deref(rs.Spec.Replicas, 1))
-			detail = append(detail, fmt.Sprintf("%s %d/%d@%s", rs.Labels[rollout.LabelRevision], rs.Status.AvailableReplicas, *rs.Spec.Replicas, rs.ResourceVersion))
-		}
-	}
-	floor := rollout.ResolveBudget(spec.Replicas, rsvc.Spec.Strategy.MaxSurge, rsvc.Spec.Strategy.MaxUnavailable).MinAvailable()
 	key := ns + "/" + rsvc.Name + "/" + string(rsvc.UID) + "/" + shard
-	if available >= floor {
-		k.served[key] = true
-		return
-	}
-	if k.served[key] {
-		k.violations = append(k.violations, fmt.Sprintf("I2: shard %s has %d available replicas, below replicas-maxUnavailable = %d (%s)", key, available, floor, strings.Join(detail, ", ")))
-		// Report each dip once; it counts as served again when it recovers.
-		k.served[key] = false
-	}
+	k.judgeI2(rsvc, shard, key, "I2", func(rs *appsv1.ReplicaSet) bool { return rs.Namespace == ns && metav1.IsControlledBy(rs, rsvc) })
 }
 
 // checkSpokeI2 is checkI2 for a shard whose ReplicaSets live in this (region) cluster, controlled
-// by the spoke anchor, judged on the hub's RoutingService; a new generation starts it afresh.
+// by the spoke anchor, judged on the hub's RoutingService; a new generation starts it afresh
+// (this checker sees no RoutingService events of its own).
 func (k *Checker) checkSpokeI2(rsvc *routingv1alpha1.RoutingService, shard string) {
-	ns := rsvc.Namespace
-	if _, exempt := k.exemptI2[ns]; rsvc.DeletionTimestamp != nil || exempt {
-		return
-	}
-	var spec *routingv1alpha1.ShardSpec
-	for i := range rsvc.Spec.Shards {
-		if rsvc.Spec.Shards[i].Name == shard {
-			spec = &rsvc.Spec.Shards[i]
-		}
-	}
-	if spec == nil {
-		return
-	}
-	key := "spoke:" + ns + "/" + rsvc.Name + "/" + string(rsvc.UID) + "/" + shard
+	key := "spoke:" + rsvc.Namespace + "/" + rsvc.Name + "/" + string(rsvc.UID) + "/" + shard
 	if k.servedGen[key] != rsvc.Generation {
 		k.servedGen[key] = rsvc.Generation
 		delete(k.served, key)
 	}
+	k.judgeI2(rsvc, shard, key, "I2 (spoke)", func(rs *appsv1.ReplicaSet) bool { return rs.Namespace == rsvc.Namespace && anchored(rs) })
+}
+
+// judgeI2 sums the available pods of shard's ReplicaSets that counts accepts and records a
+// violation when a shard that served (key) drops below its floor.
+func (k *Checker) judgeI2(rsvc *routingv1alpha1.RoutingService, shard, key, what string, counts func(*appsv1.ReplicaSet) bool) {
+	if _, exempt := k.exemptI2[rsvc.Namespace]; rsvc.DeletionTimestamp != nil || exempt {
+		return
+	}
+	var spec *routingv1alpha1.ShardSpec
+	for i := range rsvc.Spec.Shards {
+		if rsvc.Spec.Shards[i].Name == shard {
+			spec = &rsvc.Spec.Shards[i]
+		}
+	}
+	if spec == nil {
+		return
+	}
 	var available int32
 	var detail []string
 	for _, rs := range k.rss {
-		if rs.Namespace == ns && rs.Labels[rollout.LabelName] == rsvc.Name && rs.Labels[rollout.LabelShard] == shard && anchored(rs) {
+		if rs.Labels[rollout.LabelName] == rsvc.Name && rs.Labels[rollout.LabelShard] == shard && counts(rs) {
+			// Pods above spec.replicas are being removed: a scale-down takes them away the
+			// moment it is written, before the ReplicaSet controller updates status, so they
+			// do not count (the planner does not count them either).
 			available += min(rs.Status.AvailableReplicas, ptr.Deref(rs.Spec.Replicas, 1))
 			detail = append(detail, fmt.Sprintf("%s %d/%d@%s", rs.Labels[rollout.LabelRevision], rs.Status.AvailableReplicas, ptr.Deref(rs.Spec.Replicas, 1), rs.ResourceVersion))
 		}
@@ -627,7 +604,8 @@ func (k *Checker) checkSpokeI2(rsvc *routingv1alpha1.RoutingService, shard strin
 		return
 	}
 	if k.served[key] {
-		k.violations = append(k.violations, fmt.Sprintf("I2 (spoke): shard %s has %d available replicas, below replicas-maxUnavailable = %d (%s)", key, available, floor, strings.Join(detail, ", ")))
+		k.violations = append(k.violations, fmt.Sprintf("%s: shard %s has %d available replicas, below replicas-maxUnavailable = %d (%s)", what, key, available, floor, strings.Join(detail, ", ")))
+		// Report each dip once; it counts as served again when it recovers.
 		k.served[key] = false
 	}
 }
