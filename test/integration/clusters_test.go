@@ -39,6 +39,27 @@ func spokeKubeconfig(t *testing.T) []byte {
 	return kc
 }
 
+// steadyWithEUInASpoke creates rs-a in a namespace of its own with eu-west in cluster "eu" (the
+// Secret eu-kubeconfig, a spoke namespace sharing the hub's database) and waits until it is Ready.
+func steadyWithEUInASpoke(t *testing.T) (ns, spokeNS string, secret *corev1.Secret) {
+	t.Helper()
+	ctx := context.Background()
+	ns, spokeNS = kit.NewNamespace(t), kit.NewNamespace(t)
+	fake.setDatabase(spokeNS, "1", false) // one database for both clusters
+	secret = &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "eu-kubeconfig"},
+		Data: map[string][]byte{"value": spokeKubeconfig(t)}}
+	if err := k8s.Create(ctx, secret); err != nil {
+		t.Fatal(err)
+	}
+	rsvc := story.Fixture(ns)
+	rsvc.Spec.Shards[1].Cluster = &routingv1alpha1.ShardCluster{Name: "eu", Namespace: spokeNS}
+	if err := k8s.Create(ctx, rsvc); err != nil {
+		t.Fatal(err)
+	}
+	kit.WaitReady(t, ns, 60*time.Second)
+	return ns, spokeNS, secret
+}
+
 // spokeReplicaSets lists rs-a's ReplicaSets in the spoke namespace.
 func spokeReplicaSets(t *testing.T, ns string) []appsv1.ReplicaSet {
 	t.Helper()
@@ -58,20 +79,7 @@ func spokeReplicaSets(t *testing.T, ns string) []appsv1.ReplicaSet {
 func TestStoryShardInAnotherCluster(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	ns := kit.NewNamespace(t)
-	spokeNS := kit.NewNamespace(t)
-	fake.setDatabase(spokeNS, "1", false) // one database for both clusters
-	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "eu-kubeconfig"},
-		Data: map[string][]byte{"value": spokeKubeconfig(t)}}
-	if err := k8s.Create(ctx, secret); err != nil {
-		t.Fatal(err)
-	}
-	rsvc := story.Fixture(ns)
-	rsvc.Spec.Shards[1].Cluster = &routingv1alpha1.ShardCluster{Name: "eu", Namespace: spokeNS}
-	if err := k8s.Create(ctx, rsvc); err != nil {
-		t.Fatal(err)
-	}
-	kit.WaitReady(t, ns, 60*time.Second)
+	ns, spokeNS, secret := steadyWithEUInASpoke(t)
 	story.Eventually(t, 10*time.Second, "ClustersReachable", kit.HasCondition(t, ns, routingv1alpha1.ConditionClustersReachable, metav1.ConditionTrue, routingv1alpha1.ReasonClustersReachable))
 
 	for _, rs := range kit.ReplicaSets(t, ns) {
@@ -172,19 +180,7 @@ func shardStatusOf(r *routingv1alpha1.RoutingService, shard string) *routingv1al
 func TestStoryShardMovedOutOfACluster(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	ns := kit.NewNamespace(t)
-	spokeNS := kit.NewNamespace(t)
-	fake.setDatabase(spokeNS, "1", false)
-	if err := k8s.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "eu-kubeconfig"},
-		Data: map[string][]byte{"value": spokeKubeconfig(t)}}); err != nil {
-		t.Fatal(err)
-	}
-	rsvc := story.Fixture(ns)
-	rsvc.Spec.Shards[1].Cluster = &routingv1alpha1.ShardCluster{Name: "eu", Namespace: spokeNS}
-	if err := k8s.Create(ctx, rsvc); err != nil {
-		t.Fatal(err)
-	}
-	kit.WaitReady(t, ns, 60*time.Second)
+	ns, spokeNS, _ := steadyWithEUInASpoke(t)
 	if got := kit.Get(t, ns).Annotations[routingv1alpha1.AnnotationClustersUsed]; !strings.Contains(got, spokeNS) {
 		t.Fatalf("clusters-used %q does not name the spoke namespace", got)
 	}
