@@ -24,8 +24,8 @@ import (
 // stale cache fails with a Conflict instead of acting on old numbers; creates use deterministic
 // names, so a repeated create fails with AlreadyExists instead of making a second object (S-10).
 //
-// The ReplicaSet actions of a shard in another cluster go to that cluster (spokes, by shard name),
-// with the ReplicaSet turned back into the spoke's object (spokeShard.toSpoke).
+// The ReplicaSet and check-Job actions of a shard in another cluster go to that cluster (spokes,
+// by shard name), with the object turned back into the spoke's (spokeShard.toSpoke, jobToSpoke).
 func (r *RoutingServiceReconciler) apply(ctx context.Context, rsvc *routingv1alpha1.RoutingService, actions []rollout.Action, spokes map[string]*spokeShard) error {
 	log := logf.FromContext(ctx)
 	for _, a := range actions {
@@ -41,6 +41,17 @@ func (r *RoutingServiceReconciler) apply(ctx context.Context, rsvc *routingv1alp
 				continue
 			}
 		}
+		if a.Job != nil && a.Job.Labels[rollout.LabelShard] != "" {
+			// A shard's check Jobs run where the shard runs.
+			if sp := spokes[a.Job.Labels[rollout.LabelShard]]; sp != nil {
+				if a.Kind == rollout.AdoptJob {
+					continue // only the anchor's Jobs are shown: there is no orphan to adopt
+				}
+				a, c = sp.jobToSpoke(a), sp.conn.client
+			} else if isClusterShard(rsvc, a.Job.Labels[rollout.LabelShard]) {
+				continue
+			}
+		}
 		switch a.Kind {
 		case rollout.CreateReplicaSet:
 			err = c.Create(ctx, a.ReplicaSet)
@@ -52,17 +63,17 @@ func (r *RoutingServiceReconciler) apply(ctx context.Context, rsvc *routingv1alp
 		case rollout.DeleteReplicaSet:
 			err = c.Delete(ctx, a.ReplicaSet, client.Preconditions{UID: &a.ReplicaSet.UID, ResourceVersion: &a.ReplicaSet.ResourceVersion})
 		case rollout.CreateJob:
-			err = r.Create(ctx, a.Job)
+			err = c.Create(ctx, a.Job)
 		case rollout.DeleteJob:
 			// Background: the Job goes now and the garbage collector removes its pods. Already
 			// gone is what was asked.
-			err = client.IgnoreNotFound(r.Delete(ctx, a.Job, client.PropagationPolicy(metav1.DeletePropagationBackground),
+			err = client.IgnoreNotFound(c.Delete(ctx, a.Job, client.PropagationPolicy(metav1.DeletePropagationBackground),
 				client.Preconditions{UID: &a.Job.UID, ResourceVersion: &a.Job.ResourceVersion}))
 		case rollout.SuspendJob:
 			patch := client.MergeFromWithOptions(a.Job.DeepCopy(), client.MergeFromWithOptimisticLock{})
 			suspended := a.Job.DeepCopy()
 			suspended.Spec.Suspend = ptr.To(true)
-			err = r.Patch(ctx, suspended, patch)
+			err = c.Patch(ctx, suspended, patch)
 		case rollout.AnnotateJob:
 			patch := client.MergeFromWithOptions(a.Job.DeepCopy(), client.MergeFromWithOptimisticLock{})
 			annotated := a.Job.DeepCopy()
@@ -70,7 +81,7 @@ func (r *RoutingServiceReconciler) apply(ctx context.Context, rsvc *routingv1alp
 				annotated.Annotations = map[string]string{}
 			}
 			maps.Copy(annotated.Annotations, a.Annotations)
-			err = r.Patch(ctx, annotated, patch)
+			err = c.Patch(ctx, annotated, patch)
 		case rollout.AdoptReplicaSet:
 			patch := client.MergeFromWithOptions(a.ReplicaSet.DeepCopy(), client.MergeFromWithOptimisticLock{})
 			adopted := a.ReplicaSet.DeepCopy()

@@ -168,6 +168,7 @@ func (r *RoutingServiceReconciler) Reconcile(ctx context.Context, req ctrl.Reque
 	if err := r.retireSpokes(ctx, rsvc, stored, &plan.Status, spokes); err != nil {
 		return ctrl.Result{}, err
 	}
+	r.retireMovedShards(ctx, rsvc, stored, &plan.Status)
 
 	if applyErr != nil {
 		// A stale cache or a concurrent writer: look again shortly, with fresh objects.

@@ -6,6 +6,7 @@ import (
 	"slices"
 
 	appsv1 "k8s.io/api/apps/v1"
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -42,6 +43,10 @@ func (r *RoutingServiceReconciler) observeSpokes(ctx context.Context, rsvc *rout
 		return nil
 	}
 	o.ReplicaSets = slices.DeleteFunc(o.ReplicaSets, func(rs *appsv1.ReplicaSet) bool { return clusterShards[rs.Labels[rollout.LabelShard]] })
+	// A cluster shard's check Jobs run in its cluster; the hub's own (from before the shard moved
+	// there) are left alone and never read as its checks.
+	o.Jobs = slices.DeleteFunc(o.Jobs, func(j *batchv1.Job) bool { return clusterShards[j.Labels[rollout.LabelShard]] })
+	o.Pods = slices.DeleteFunc(o.Pods, func(p *corev1.Pod) bool { return clusterShards[p.Labels[rollout.LabelShard]] })
 	o.Clusters = map[string]rollout.ClusterView{}
 	out := map[string]*spokeShard{}
 	type anchorMemo struct {
@@ -77,12 +82,17 @@ func (r *RoutingServiceReconciler) observeSpokes(ctx context.Context, rsvc *rout
 		sel := client.MatchingLabels{rollout.LabelName: rsvc.Name, rollout.LabelShard: shard.Name, rollout.LabelManagedBy: rollout.ManagedByValue}
 		var rss appsv1.ReplicaSetList
 		var pods corev1.PodList
+		var jobs batchv1.JobList
 		if err := conn.cache.List(ctx, &rss, client.InNamespace(conn.namespace), sel); err != nil {
 			o.Clusters[shard.Name] = rollout.ClusterView{Name: shard.Cluster.Name, State: routingv1alpha1.ClusterUnreachable, Message: fmt.Sprintf("listing its ReplicaSets: %v", err)}
 			continue
 		}
 		if err := conn.cache.List(ctx, &pods, client.InNamespace(conn.namespace), sel); err != nil {
 			o.Clusters[shard.Name] = rollout.ClusterView{Name: shard.Cluster.Name, State: routingv1alpha1.ClusterUnreachable, Message: fmt.Sprintf("listing its pods: %v", err)}
+			continue
+		}
+		if err := conn.cache.List(ctx, &jobs, client.InNamespace(conn.namespace), sel); err != nil {
+			o.Clusters[shard.Name] = rollout.ClusterView{Name: shard.Cluster.Name, State: routingv1alpha1.ClusterUnreachable, Message: fmt.Sprintf("listing its Jobs: %v", err)}
 			continue
 		}
 		for i := range rss.Items {
@@ -98,8 +108,26 @@ func (r *RoutingServiceReconciler) observeSpokes(ctx context.Context, rsvc *rout
 			}
 			o.ReplicaSets = append(o.ReplicaSets, shown)
 		}
+		for i := range jobs.Items {
+			j := &jobs.Items[i]
+			if j.Labels[rollout.LabelComponent] != rollout.ComponentShardCheck || !metav1.IsControlledBy(j, anchor) {
+				continue // only the shard's check Jobs, and only the anchor's: nothing else is read or adopted
+			}
+			shown := j.DeepCopy()
+			shown.Namespace = rsvc.Namespace
+			shown.OwnerReferences = []metav1.OwnerReference{rollout.ControllerRef(rsvc)}
+			o.Jobs = append(o.Jobs, shown)
+		}
 		for i := range pods.Items {
 			pod := &pods.Items[i]
+			if pod.Labels[rollout.LabelComponent] == rollout.ComponentShardCheck {
+				// A check Job's pod (the planner says why a check failed from it); its controller is
+				// the spoke's Job, whose UID the shown Job keeps.
+				shown := pod.DeepCopy()
+				shown.Namespace = rsvc.Namespace
+				o.Pods = append(o.Pods, shown)
+				continue
+			}
 			if pod.Labels[rollout.LabelComponent] != rollout.ComponentRouting {
 				continue
 			}
@@ -178,6 +206,18 @@ func equalData(a, b map[string]string) bool {
 		}
 	}
 	return true
+}
+
+// jobToSpoke turns an action's Job (a check Job of the shard) back into the spoke's object: its
+// namespace there, and, for a Job being created, the anchor as its controller.
+func (s *spokeShard) jobToSpoke(a rollout.Action) rollout.Action {
+	j := a.Job.DeepCopy()
+	j.Namespace = s.conn.namespace
+	if a.Kind == rollout.CreateJob {
+		j.OwnerReferences = []metav1.OwnerReference{spoke.AnchorRef(s.anchor)}
+	}
+	a.Job = j
+	return a
 }
 
 // toSpoke turns an action's ReplicaSet back into the spoke's object: its namespace there, and,

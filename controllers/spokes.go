@@ -9,6 +9,7 @@ import (
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -279,7 +280,7 @@ func (s *Spokes) connect(parent context.Context, key, ns, secret, fingerprint st
 func (s *Spokes) run(ctx context.Context, c *spokeConn) {
 	log := logf.FromContext(ctx).WithValues("spoke", c.key)
 	go func() { _ = c.cache.Start(ctx) }()
-	for _, obj := range []client.Object{&appsv1.ReplicaSet{}, &corev1.Pod{}, &corev1.ConfigMap{}, &policyv1.PodDisruptionBudget{}} {
+	for _, obj := range []client.Object{&appsv1.ReplicaSet{}, &corev1.Pod{}, &corev1.ConfigMap{}, &policyv1.PodDisruptionBudget{}, &batchv1.Job{}} {
 		syncCtx, done := context.WithTimeout(ctx, s.SyncTimeout)
 		inf, err := c.cache.GetInformer(syncCtx, obj)
 		done()

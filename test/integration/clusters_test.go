@@ -9,6 +9,7 @@ import (
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -211,4 +212,124 @@ func TestStoryShardMovedOutOfACluster(t *testing.T) {
 		return nil
 	})
 	kit.WaitReady(t, ns, 10*time.Second)
+}
+
+// A shard moved into a cluster (a cluster field added) while a job check is declared: its
+// ReplicaSet is created in the cluster, controlled by the anchor, and once the whole
+// RoutingService has been Ready for a while, the ReplicaSets it ran in the hub are deleted (Event
+// ShardMovedOut), and the other shards' are not. The next revision's check Job for that shard
+// runs in the cluster, controlled by the anchor, and no Job of the shard is created in the hub.
+func TestStoryShardMovedIntoACluster(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	ns, spokeNS := kit.NewNamespace(t), kit.NewNamespace(t)
+	fake.setDatabase(spokeNS, "1", false)
+	rsvc := story.Fixture(ns)
+	rsvc.Spec.Strategy.Checks = []routingv1alpha1.ShardCheck{jobCheck("smoke", "verify:ok")}
+	if err := k8s.Create(ctx, rsvc); err != nil {
+		t.Fatal(err)
+	}
+	kit.WaitReady(t, ns, 60*time.Second)
+	if err := k8s.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "eu-kubeconfig"},
+		Data: map[string][]byte{"value": spokeKubeconfig(t)}}); err != nil {
+		t.Fatal(err)
+	}
+	hubEUBefore := map[string]bool{}
+	for _, rs := range kit.ReplicaSets(t, ns) {
+		if rs.Labels[rollout.LabelShard] == "eu-west" {
+			hubEUBefore[rs.Name] = true
+		}
+	}
+	if len(hubEUBefore) == 0 {
+		t.Fatal("no eu-west ReplicaSet in the hub before the move")
+	}
+	hubJobsBefore := map[string]bool{}
+	for _, j := range jobsIn(t, ns) {
+		hubJobsBefore[j.Name] = true
+	}
+
+	kit.Update(t, ns, func(r *routingv1alpha1.RoutingService) {
+		r.Spec.Shards[1].Cluster = &routingv1alpha1.ShardCluster{Name: "eu", Namespace: spokeNS}
+	})
+	story.Eventually(t, 90*time.Second, "eu-west served from the spoke, its hub ReplicaSets gone", func() error {
+		got := kit.Get(t, ns)
+		if c := meta.FindStatusCondition(got.Status.Conditions, routingv1alpha1.ConditionReady); c == nil || c.Status != metav1.ConditionTrue || c.ObservedGeneration != got.Generation {
+			return fmt.Errorf("Ready %+v", c)
+		}
+		spokeRS := spokeReplicaSets(t, spokeNS)
+		if len(spokeRS) != 1 || spokeRS[0].Status.AvailableReplicas != 3 {
+			return fmt.Errorf("spoke ReplicaSets %d", len(spokeRS))
+		}
+		for _, rs := range kit.ReplicaSets(t, ns) {
+			if rs.Labels[rollout.LabelShard] == "eu-west" && rs.DeletionTimestamp == nil {
+				return fmt.Errorf("eu-west ReplicaSet %s still in the hub", rs.Name)
+			}
+		}
+		return nil
+	})
+	// The next revision: eu-west's check runs in its cluster.
+	kit.Update(t, ns, func(r *routingv1alpha1.RoutingService) { r.Spec.Template.Spec.Containers[0].Image = "app:v2" })
+	update := rollout.Revision(&kit.Get(t, ns).Spec)
+	story.Eventually(t, 60*time.Second, "v2 everywhere", func() error {
+		if err := kit.ServingIs(t, ns, "us-east=app:v2:3/3 ap-south=app:v2:3/3")(); err != nil {
+			return err
+		}
+		for _, rs := range spokeReplicaSets(t, spokeNS) {
+			if rs.Labels[rollout.LabelRevision] == update && rs.Status.AvailableReplicas == 3 {
+				return kit.HasCondition(t, ns, routingv1alpha1.ConditionReady, metav1.ConditionTrue, routingv1alpha1.ReasonRolloutComplete)()
+			}
+		}
+		return fmt.Errorf("eu-west not on %s in the spoke", update)
+	})
+	anchor := &corev1.ConfigMap{}
+	if err := k8s.Get(ctx, client.ObjectKey{Namespace: spokeNS, Name: spoke.AnchorName("rs-a")}, anchor); err != nil {
+		t.Fatal(err)
+	}
+	for _, j := range jobsIn(t, ns) {
+		if !hubJobsBefore[j.Name] && j.Labels[rollout.LabelShard] == "eu-west" {
+			t.Fatalf("eu-west Job %s created in the hub after the move", j.Name)
+		}
+	}
+	spokeJobs := jobsIn(t, spokeNS)
+	checked := false
+	for _, j := range spokeJobs {
+		if ref := metav1.GetControllerOf(&j); ref == nil || ref.UID != anchor.UID {
+			t.Fatalf("spoke Job %s controlled by %+v, want the anchor", j.Name, ref)
+		}
+		if j.Labels[rollout.LabelShard] == "eu-west" && j.Labels[rollout.LabelRevision] == update && j.Labels[rollout.LabelCheck] == "smoke" {
+			checked = true
+		}
+	}
+	if !checked {
+		t.Fatalf("no smoke check Job of revision %s in the spoke (%d Jobs there)", update, len(spokeJobs))
+	}
+	if ss := shardStatusOf(kit.Get(t, ns), "eu-west"); ss == nil || len(ss.Checks) != 1 || ss.Checks[0].Phase != routingv1alpha1.CheckPhasePassed {
+		t.Fatalf("eu-west checks %+v", ss)
+	}
+	// The other shards keep theirs in the hub.
+	story.Eventually(t, 10*time.Second, "ShardMovedOut", func() error {
+		if !slices.Contains(kit.EventsFor(t, ns), "ShardMovedOut") {
+			return fmt.Errorf("events %v", kit.EventsFor(t, ns))
+		}
+		return nil
+	})
+	others := 0
+	for _, rs := range kit.ReplicaSets(t, ns) {
+		if s := rs.Labels[rollout.LabelShard]; (s == "us-east" || s == "ap-south") && rs.Status.AvailableReplicas == 3 {
+			others++
+		}
+	}
+	if others != 2 {
+		t.Fatalf("%d available us-east and ap-south ReplicaSets in the hub, want 2", others)
+	}
+}
+
+// jobsIn lists rs-a's Jobs in namespace ns.
+func jobsIn(t *testing.T, ns string) []batchv1.Job {
+	t.Helper()
+	var list batchv1.JobList
+	if err := k8s.List(context.Background(), &list, client.InNamespace(ns), client.MatchingLabels{rollout.LabelName: "rs-a"}); err != nil {
+		t.Fatal(err)
+	}
+	return list.Items
 }
