@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -40,7 +41,7 @@ func TestHelp(t *testing.T) {
 			}
 			want := append([]string{
 				"schemagate-schema report --tool TOOL", "schemagate-schema run --tool TOOL",
-				"Exit codes:", "\n  0 ", "\n  1 ", "\n  2 ", "\n  3 ",
+				"Exit codes:", "\n  0 ", "\n  1 ", "\n  2 ", "\n  3 ", "\n  4 ",
 				"report (a check Job):", "run (a migration Job):", "secretKeyRef",
 			}, flags...)
 			for _, name := range toolOrder {
@@ -77,6 +78,9 @@ func TestBadInput(t *testing.T) {
 		{"lock_table_not_liquibase", withURL, []string{"report", "--tool", "flyway", "--lock-table", "x"}, "--lock-table is for --tool liquibase"},
 		{"bad_timeout", withURL, []string{"report", "--tool", "goose", "--timeout", "0s"}, "--timeout must be positive"},
 		{"bad_url", []string{"DATABASE_URL=postgres://a b@/"}, []string{"report", "--tool", "goose"}, "cannot be used"},
+		{"require_not_a_version", withURL, []string{"report", "--tool", "goose", "--require", "v2"}, `--require "v2" is not a version`},
+		{"require_empty", withURL, []string{"report", "--tool", "goose", "--require", ""}, `--require "" is not a version`},
+		{"require_with_run", withURL, []string{"run", "--tool", "goose", "--require", "2", "--", "true"}, "flag provided but not defined: -require"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -148,6 +152,24 @@ func TestReportCommand(t *testing.T) {
 		}
 		checkFileAndStdout(t, path, r, "3", true)
 	})
+	// --require: a clean database below the version exits 4, with its report written all the same
+	// (the gate reads it); at or above it, 0; a dirty one is 3 whatever --require says.
+	for _, c := range []struct {
+		url, require string
+		code         int
+	}{{clean, "3", exitClean}, {clean, "2.9", exitClean}, {clean, "3.0.1", exitBelow}, {clean, "10", exitBelow}, {dirty, "10", exitDirty}} {
+		t.Run("require_"+c.require+"_exit_"+strconv.Itoa(c.code), func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "termination-log")
+			r := runBinary(t, []string{"DATABASE_URL=" + c.url}, "report", "--tool", "golang-migrate", "--require", c.require, "--report-path", path)
+			if r.code != c.code {
+				t.Fatalf("exit %d, want %d; stderr:\n%s", r.code, c.code, r.stderr)
+			}
+			if below := strings.Contains(r.stderr, "below --require "+c.require); below != (c.code == exitBelow) {
+				t.Fatalf("stderr %q: says below %v, want %v", r.stderr, below, c.code == exitBelow)
+			}
+			checkFileAndStdout(t, path, r, "3", c.url == dirty)
+		})
+	}
 	t.Run("termination_message_path_env", func(t *testing.T) {
 		path := filepath.Join(t.TempDir(), "termination-log")
 		r := runBinary(t, []string{"APP_DB=" + clean, "TERMINATION_MESSAGE_PATH=" + path},

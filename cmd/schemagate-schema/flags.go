@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/schemagate/schemagate/pkg/schemaversion"
 )
 
 // defaultReportPath is where the kubelet reads a container's termination message unless the pod
@@ -30,6 +32,9 @@ type config struct {
 	reportPath  string
 	defaultPath bool
 	timeout     time.Duration
+	// require is --require: the version the database must be at or above (report only; "" when
+	// not given).
+	require string
 	// limits bound what the read-only transaction waits for inside the database.
 	limits sessionLimits
 	// argv is the command run runs.
@@ -54,11 +59,14 @@ func newFlagSet(command string) (*flag.FlagSet, *flagValues) {
 	fs.StringVar(&v.reportPath, "report-path", "", "where to write the report (default $TERMINATION_MESSAGE_PATH, else /dev/termination-log; - for stdout only)")
 	fs.DurationVar(&v.timeout, "timeout", 30*time.Second, "bounds connecting to the database and reading the version")
 	fs.DurationVar(&v.lockTimeout, "lock-timeout", defaultLockTimeout, "the longest wait for a lock on the tool's table (PostgreSQL lock_timeout)")
+	if command == "report" {
+		fs.StringVar(&v.require, "require", "", "exit 4 when the database is below this version (a dotted numeric version)")
+	}
 	return fs, v
 }
 
 type flagValues struct {
-	tool, table, schema, lockTable, urlEnv, reportPath string
+	tool, table, schema, lockTable, urlEnv, reportPath, require string
 	timeout, lockTimeout                               time.Duration
 }
 
@@ -99,7 +107,10 @@ func parseArgs(command string, args []string, getenv func(string) string) (confi
 		return cfg, errors.New("--table must not be empty")
 	case v.urlEnv == "":
 		return cfg, errors.New("--database-url-env must not be empty")
+	case set["require"] && !schemaversion.Valid(v.require):
+		return cfg, fmt.Errorf("--require %q is not a version: want a dotted numeric version such as 9 or 2026.10.1", v.require)
 	}
+	cfg.require = v.require
 	t, ok := tools[v.tool]
 	if !ok {
 		return cfg, fmt.Errorf("unknown tool %q: want one of %s", v.tool, toolNames())

@@ -37,6 +37,9 @@ Flags (report and run):
                             said on stderr and the report is on stdout only.
   --timeout DURATION        bounds connecting to the database and reading (default 30s); also
                             the read's statement_timeout
+  --require VERSION         report only: exit 4 when the database is clean but below VERSION,
+                            e.g. --require $(SCHEMAGATE_SCHEMA_VERSION) in a shard's job check
+                            run in its own cluster, against that region's database endpoint
   --lock-timeout DURATION   the longest the read waits for a lock on the tool's table
                             (lock_timeout, default 2s, or half of a shorter --timeout): a read never
                             queues behind a migration that waits for a lock
@@ -64,6 +67,7 @@ Exit codes:
       write the report path. Nothing is written to the report path.
   3   report written; the database is dirty: a person must repair it. A check Job retries per
       its backoffLimit, then fails.
+  4   report only, with --require: report written; the database is clean but below VERSION.
   run: a non-zero exit code of COMMAND is returned as is (128+N when signal N killed it, 127
   when it was not found, 126 when it could not be executed), whatever the report. When COMMAND succeeded but no report could be
   produced, 2: a missing report must not look like success.

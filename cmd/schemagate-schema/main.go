@@ -20,6 +20,7 @@ const (
 	exitUsage    = 1 // usage error; nothing was run or read
 	exitNoReport = 2 // could not connect or read: nothing written to the report path
 	exitDirty    = 3 // report written, the database is dirty
+	exitBelow    = 4 // report only: report written, the database is clean but below --require
 )
 
 const progName = "schemagate-schema"

@@ -16,8 +16,8 @@ import (
 )
 
 // report reads the database's version as cfg.tool records it and writes the report to the
-// report path and to stdout. It returns exitClean, exitDirty, or exitNoReport when no report
-// could be produced or written to the path.
+// report path and to stdout. It returns exitClean, exitDirty, exitBelow (clean, but below
+// --require), or exitNoReport when no report could be produced or written to the path.
 func report(ctx context.Context, cfg config, stdout io.Writer, log *logger) int {
 	ctx, cancel := context.WithTimeout(ctx, cfg.timeout)
 	defer cancel()
@@ -38,8 +38,12 @@ func report(ctx context.Context, cfg config, stdout io.Writer, log *logger) int 
 		return exitNoReport
 	}
 	code := exitClean
-	if st.Dirty {
+	switch {
+	case st.Dirty:
 		code = exitDirty
+	case cfg.require != "" && !schemaversion.AtLeast(st.Version, cfg.require):
+		log.printf("the database is at version %s, below --require %s", st.Version, cfg.require)
+		code = exitBelow
 	}
 	if err := writeReportFile(cfg.reportPath, b); err != nil {
 		if !cfg.defaultPath || !errors.Is(err, fs.ErrNotExist) {

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -64,7 +65,8 @@ func newStory(t *testing.T, ns string) *story {
 	for i := range rsvc.Spec.Shards {
 		rsvc.Spec.Shards[i].Cluster = &routingv1alpha1.ShardCluster{Name: realstack.Regions[i].Region}
 	}
-	rsvc.Spec.Strategy = routingv1alpha1.RolloutStrategy{BakeSeconds: ptr.To(int32(3)), ProgressDeadlineSeconds: ptr.To(int32(90))}
+	rsvc.Spec.Strategy = routingv1alpha1.RolloutStrategy{BakeSeconds: ptr.To(int32(3)), ProgressDeadlineSeconds: ptr.To(int32(90)),
+		Checks: []routingv1alpha1.ShardCheck{realstack.RegionSchemaCheck(s.db)}}
 	if err := hub.Create(ctx, rsvc); err != nil {
 		t.Fatal(err)
 	}
@@ -212,7 +214,8 @@ func noneFailed(t *testing.T, what string, rep traffic.Report) {
 
 // A first rollout across three region clusters: every shard's ReplicaSets are in its own cluster,
 // controlled by the spoke's anchor (which records the hub, the RoutingService and its UID), and
-// none in the hub; the migration ran once, in the hub.
+// none in the hub; the migration ran once, in the hub; each shard's region-schema check ran as a
+// Job in its own cluster (controlled by the anchor, succeeded), none in the hub.
 func TestClusterShardsFirstRolloutAndAnchors(t *testing.T) {
 	s := newStory(t, "mc-first")
 	rsvc := s.get()
@@ -236,6 +239,13 @@ func TestClusterShardsFirstRolloutAndAnchors(t *testing.T) {
 		if ref := metav1.GetControllerOf(&list.Items[0]); ref == nil || ref.UID != cm.UID {
 			t.Fatalf("%s: ReplicaSet controlled by %+v, want the anchor %s", r.Name, ref, cm.UID)
 		}
+		var checks batchv1.JobList
+		if err := regions[r.Name].List(context.Background(), &checks, client.InNamespace(s.ns), client.MatchingLabels{rollout.LabelComponent: rollout.ComponentShardCheck}); err != nil || len(checks.Items) != 1 {
+			t.Fatalf("%s: %d check Jobs (%v)", r.Name, len(checks.Items), err)
+		}
+		if j := &checks.Items[0]; j.Labels[rollout.LabelCheck] != "region-schema" || j.Status.Succeeded != 1 || metav1.GetControllerOf(j) == nil || metav1.GetControllerOf(j).UID != cm.UID {
+			t.Fatalf("%s: check Job %s: check %q, succeeded %d, controller %+v", r.Name, j.Name, j.Labels[rollout.LabelCheck], j.Status.Succeeded, metav1.GetControllerOf(j))
+		}
 		var pdbs policyv1.PodDisruptionBudgetList
 		if err := regions[r.Name].List(context.Background(), &pdbs, client.InNamespace(s.ns)); err != nil || len(pdbs.Items) != 1 {
 			t.Fatalf("%s: %d PodDisruptionBudgets (%v)", r.Name, len(pdbs.Items), err)
@@ -258,6 +268,9 @@ func TestClusterShardsFirstRolloutAndAnchors(t *testing.T) {
 	jobs.SetGroupVersionKind(batchJobList)
 	if err := hub.List(context.Background(), &jobs, client.InNamespace(s.ns), client.MatchingLabels{rollout.LabelComponent: rollout.ComponentMigration}); err != nil || len(jobs.Items) != 1 {
 		t.Fatalf("migration Jobs in the hub: %d (%v)", len(jobs.Items), err)
+	}
+	if err := hub.List(context.Background(), &jobs, client.InNamespace(s.ns), client.MatchingLabels{rollout.LabelComponent: rollout.ComponentShardCheck}); err != nil || len(jobs.Items) != 0 {
+		t.Fatalf("check Jobs in the hub: %d (%v)", len(jobs.Items), err)
 	}
 }
 

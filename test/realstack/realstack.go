@@ -179,3 +179,16 @@ func StartAgentForRegions(ctx context.Context, cfg *rest.Config, podCIDR, router
 	return nodeagent.Start(ctx, cfg, nodeagent.Options{Nodes: nodes, Images: images, StateDir: stateDir, PodCIDR: podCIDR,
 		BackoffInitial: time.Second, BackoffMax: 10 * time.Second})
 }
+
+// RegionSchemaCheck is a BeforeStart job check that proves, with `schemagate-schema report
+// --require`, that database is at the version the update revision requires before a shard
+// starts; for a shard in a region cluster it runs there (docs/clusters.md, a schema check in
+// each region).
+func RegionSchemaCheck(database string) routingv1alpha1.ShardCheck {
+	spec := OnProcessNodes(corev1.Container{Name: "check", Image: SchemaImage,
+		Args: []string{"report", "--tool", "golang-migrate", "--require", "$(" + rollout.EnvSchemaVersion + ")", "--report-path", "-"},
+		Env:  []corev1.EnvVar{{Name: "DATABASE_URL", Value: database}}})
+	spec.RestartPolicy = corev1.RestartPolicyNever
+	return routingv1alpha1.ShardCheck{Name: "region-schema", When: []routingv1alpha1.CheckWhen{routingv1alpha1.CheckWhenBeforeStart},
+		Job: &routingv1alpha1.JobCheck{Template: corev1.PodTemplateSpec{Spec: spec}, BackoffLimit: ptr.To(int32(0)), ActiveDeadlineSeconds: ptr.To(int64(60))}}
+}
