@@ -15,6 +15,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
@@ -332,4 +333,87 @@ func jobsIn(t *testing.T, ns string) []batchv1.Job {
 		t.Fatal(err)
 	}
 	return list.Items
+}
+
+// spokeServing is what rs-a's ReplicaSets in the spoke namespace serve: "image:replicas/available"
+// of each with replicas, sorted.
+func spokeServing(t *testing.T, ns string) string {
+	t.Helper()
+	var out []string
+	for _, rs := range spokeReplicaSets(t, ns) {
+		if n := *rs.Spec.Replicas; n > 0 {
+			out = append(out, fmt.Sprintf("%s:%d/%d", rs.Spec.Template.Spec.Containers[0].Image, n, rs.Status.AvailableReplicas))
+		}
+	}
+	slices.Sort(out)
+	return strings.Join(out, " ")
+}
+
+// The three controls on a shard in another cluster: promote ends us-east's bake so eu-west (in
+// the spoke) starts; abort while eu-west bakes rolls back what the rollout touched, in both
+// clusters (eu-west's v1 ReplicaSet in the spoke back to 3, its v2 to 0; us-east in the hub), and
+// the handled value is recorded on the spoke's ReplicaSets too; retry resumes the rollout, which
+// completes in both.
+func TestStoryControlsOnAShardInAnotherCluster(t *testing.T) {
+	t.Parallel()
+	ns, spokeNS, _ := steadyWithEUInASpoke(t)
+	kit.Update(t, ns, func(r *routingv1alpha1.RoutingService) {
+		r.Spec.Template.Spec.Containers[0].Image = "app:v2"
+		r.Spec.Strategy.BakeSeconds = ptr.To(int32(300))
+	})
+	baking := func(shard string) func() error {
+		return func() error {
+			if ss := shardStatusOf(kit.Get(t, ns), shard); ss == nil || ss.Step != routingv1alpha1.ShardStepBaking {
+				return fmt.Errorf("%s: %+v", shard, ss)
+			}
+			return nil
+		}
+	}
+	story.Eventually(t, 60*time.Second, "us-east bakes v2", baking("us-east"))
+	kit.Update(t, ns, func(r *routingv1alpha1.RoutingService) { r.Annotations = map[string]string{routingv1alpha1.AnnotationPromote: "p1"} })
+	story.Eventually(t, 60*time.Second, "eu-west bakes v2 in the spoke", func() error {
+		if err := baking("eu-west")(); err != nil {
+			return err
+		}
+		if got := spokeServing(t, spokeNS); got != "app:v2:3/3" {
+			return fmt.Errorf("spoke serves %q", got)
+		}
+		return nil
+	})
+
+	kit.Update(t, ns, func(r *routingv1alpha1.RoutingService) { r.Annotations[routingv1alpha1.AnnotationAbort] = "a1" })
+	story.Eventually(t, 60*time.Second, "aborted, rolled back in both clusters", func() error {
+		if err := kit.HasCondition(t, ns, routingv1alpha1.ConditionStalled, metav1.ConditionTrue, routingv1alpha1.ReasonAborted)(); err != nil {
+			return err
+		}
+		if err := kit.ServingIs(t, ns, "us-east=app:v1:3/3 ap-south=app:v1:3/3")(); err != nil {
+			return err
+		}
+		if got := spokeServing(t, spokeNS); got != "app:v1:3/3" {
+			return fmt.Errorf("spoke serves %q", got)
+		}
+		for _, rs := range spokeReplicaSets(t, spokeNS) {
+			if got := rs.Annotations["schemagate.io/handled-abort"]; got != "a1" {
+				return fmt.Errorf("spoke ReplicaSet %s records abort %q", rs.Name, got)
+			}
+		}
+		return nil
+	})
+
+	kit.Update(t, ns, func(r *routingv1alpha1.RoutingService) {
+		r.Annotations[routingv1alpha1.AnnotationRetry] = "r1"
+		r.Spec.Strategy.BakeSeconds = ptr.To(int32(1))
+	})
+	story.Eventually(t, 90*time.Second, "retried: v2 everywhere", func() error {
+		if err := kit.HasCondition(t, ns, routingv1alpha1.ConditionReady, metav1.ConditionTrue, routingv1alpha1.ReasonRolloutComplete)(); err != nil {
+			return err
+		}
+		if err := kit.ServingIs(t, ns, "us-east=app:v2:3/3 ap-south=app:v2:3/3")(); err != nil {
+			return err
+		}
+		if got := spokeServing(t, spokeNS); got != "app:v2:3/3" {
+			return fmt.Errorf("spoke serves %q", got)
+		}
+		return nil
+	})
 }
