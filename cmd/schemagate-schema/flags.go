@@ -67,7 +67,7 @@ func newFlagSet(command string) (*flag.FlagSet, *flagValues) {
 
 type flagValues struct {
 	tool, table, schema, lockTable, urlEnv, reportPath, require string
-	timeout, lockTimeout                               time.Duration
+	timeout, lockTimeout                                        time.Duration
 }
 
 // parseArgs parses the arguments of report or run, and the database URL from the environment.

@@ -370,7 +370,9 @@ func TestStoryControlsOnAShardInAnotherCluster(t *testing.T) {
 		}
 	}
 	story.Eventually(t, 60*time.Second, "us-east bakes v2", baking("us-east"))
-	kit.Update(t, ns, func(r *routingv1alpha1.RoutingService) { r.Annotations = map[string]string{routingv1alpha1.AnnotationPromote: "p1"} })
+	kit.Update(t, ns, func(r *routingv1alpha1.RoutingService) {
+		r.Annotations = map[string]string{routingv1alpha1.AnnotationPromote: "p1"}
+	})
 	story.Eventually(t, 60*time.Second, "eu-west bakes v2 in the spoke", func() error {
 		if err := baking("eu-west")(); err != nil {
 			return err
