@@ -3,7 +3,6 @@ package controllers
 import (
 	"context"
 	"fmt"
-	"sync"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -88,7 +87,7 @@ func (r *RoutingServiceReconciler) syncDisruptionBudgets(ctx context.Context, rs
 		return nil, err
 	}
 	refusals = append(refusals, spokeRefusals...)
-	r.budgetConflicts.report(r, rsvc, foreign)
+	r.reportBudgetConflicts(rsvc, foreign)
 	for name, have := range existing {
 		if desired[name] || have.DeletionTimestamp != nil {
 			continue
@@ -260,44 +259,16 @@ func (r *RoutingServiceReconciler) shardRuns(ctx context.Context, rsvc *routingv
 	return false, nil
 }
 
-// budgetConflictMemo remembers, per RoutingService, who holds each of its budget names, so that
-// EventDisruptionBudgetConflict is recorded once per holder rather than on every reconcile. It
-// lives as long as the manager: a restarted manager records each conflict once more.
-type budgetConflictMemo struct {
-	mu   sync.Mutex
-	seen map[types.NamespacedName]map[string]string
-}
-
-// report records an Event for each name in foreign (budget name → holder) whose holder is new, and
-// forgets the names no longer held.
-func (m *budgetConflictMemo) report(r *RoutingServiceReconciler, rsvc *routingv1alpha1.RoutingService, foreign map[string]string) {
-	key := types.NamespacedName{Namespace: rsvc.Namespace, Name: rsvc.Name}
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if m.seen == nil {
-		m.seen = map[types.NamespacedName]map[string]string{}
-	}
-	old := m.seen[key]
-	for name, holder := range foreign {
-		if old[name] == holder || r.Recorder == nil {
-			continue
+// reportBudgetConflicts records an Event for each budget name in foreign (name → holder) whose
+// holder is new since the last reconcile (r.budgetConflicts), rather than on every reconcile.
+func (r *RoutingServiceReconciler) reportBudgetConflicts(rsvc *routingv1alpha1.RoutingService, foreign map[string]string) {
+	for _, name := range r.budgetConflicts.fresh(types.NamespacedName{Namespace: rsvc.Namespace, Name: rsvc.Name}, foreign) {
+		if r.Recorder != nil {
+			r.Recorder.Eventf(rsvc, nil, corev1.EventTypeWarning, EventDisruptionBudgetConflict, "SyncDisruptionBudget",
+				"PodDisruptionBudget %s/%s: %s; schemagate leaves it alone and keeps no budget of its own for that shard",
+				rsvc.Namespace, name, foreign[name])
 		}
-		r.Recorder.Eventf(rsvc, nil, corev1.EventTypeWarning, EventDisruptionBudgetConflict, "SyncDisruptionBudget",
-			"PodDisruptionBudget %s/%s: %s; schemagate leaves it alone and keeps no budget of its own for that shard",
-			rsvc.Namespace, name, holder)
 	}
-	if len(foreign) == 0 {
-		delete(m.seen, key)
-		return
-	}
-	m.seen[key] = foreign
-}
-
-// forget drops key (its RoutingService is gone).
-func (m *budgetConflictMemo) forget(key types.NamespacedName) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	delete(m.seen, key)
 }
 
 func wrapBudgetErr(verb, name string, err error) error {

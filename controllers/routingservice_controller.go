@@ -54,8 +54,9 @@ type RoutingServiceReconciler struct {
 	measurerOnce sync.Once
 	pending      pendingMeasurements
 	written      writtenVersions
-	// budgetConflicts remembers the budget names held by others, for one Event per holder.
-	budgetConflicts budgetConflictMemo
+	// budgetConflicts remembers the budget names held by others, for one Event per holder;
+	// retirementsWaiting, the retired places a cluster that does not answer keeps from cleanup.
+	budgetConflicts, retirementsWaiting eventMemo
 }
 
 // +kubebuilder:rbac:groups=routing.schemagate.io,resources=routingservices,verbs=list;watch
@@ -83,6 +84,7 @@ func (r *RoutingServiceReconciler) Reconcile(ctx context.Context, req ctrl.Reque
 			r.pending.forget(req.NamespacedName)
 			r.written.forget(req.NamespacedName)
 			r.budgetConflicts.forget(req.NamespacedName)
+			r.retirementsWaiting.forget(req.NamespacedName)
 			if r.Spokes != nil {
 				r.Spokes.Release(req.NamespacedName, nil)
 			}

@@ -3,6 +3,7 @@ package controllers
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"slices"
 	"strings"
 	"time"
@@ -13,6 +14,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
@@ -202,10 +204,17 @@ func (r *RoutingServiceReconciler) retireSpokes(ctx context.Context, rsvc *routi
 		anchorShards[uid][shard] = true
 	}
 	drop := map[string]bool{}
+	waiting := map[string]string{} // entry id → the state of its cluster
+	why := map[string]string{}     // entry id → the Event's message
+	defer r.reportRetirementsWaiting(rsvc, waiting, why)
 	for _, u := range retired {
-		_, conn := r.Spokes.view(ctx, rsvc, &u.Cluster)
+		view, conn := r.Spokes.view(ctx, rsvc, &u.Cluster)
 		if conn == nil {
-			continue // not reachable now: tried again later
+			// Not reachable now: tried again later, and said once (an Event) while it waits.
+			waiting[u.id(rsvc)] = string(view.State)
+			why[u.id(rsvc)] = fmt.Sprintf("shard %s's earlier place, cluster %s namespace %s, is not cleaned up: the cluster is %s (%s); what runs there keeps running until it answers (remove the entry from %s to give up on it)",
+				u.Shard, u.Cluster.Name, u.Cluster.NamespaceOr(rsvc.Namespace), view.State, view.Message, routingv1alpha1.AnnotationClustersUsed)
+			continue
 		}
 		anchor := &corev1.ConfigMap{}
 		err := conn.client.Get(ctx, client.ObjectKey{Namespace: conn.namespace, Name: spoke.AnchorName(rsvc.Name)}, anchor)
@@ -272,6 +281,20 @@ func (r *RoutingServiceReconciler) retireSpokes(ctx context.Context, rsvc *routi
 		}
 	}
 	return r.setClustersUsed(ctx, rsvc, keep)
+}
+
+// EventRetirementPending is the Warning Event of a retired place (schemagate.io/clusters-used)
+// whose cluster does not answer, so its cleanup waits: recorded once per place and state.
+const EventRetirementPending = "RetirementPending"
+
+// reportRetirementsWaiting records EventRetirementPending, with its message in why, for each
+// waiting place (entry id → the state of its cluster) not already reported in that state.
+func (r *RoutingServiceReconciler) reportRetirementsWaiting(rsvc *routingv1alpha1.RoutingService, waiting, why map[string]string) {
+	for _, id := range r.retirementsWaiting.fresh(types.NamespacedName{Namespace: rsvc.Namespace, Name: rsvc.Name}, waiting) {
+		if r.Recorder != nil {
+			r.Recorder.Eventf(rsvc, nil, corev1.EventTypeWarning, EventRetirementPending, "Retire", "%s", why[id])
+		}
+	}
 }
 
 // settledReady reports whether the stored status says Ready=True for the current generation, and

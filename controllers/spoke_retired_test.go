@@ -111,3 +111,63 @@ func TestRetireSpokes(t *testing.T) {
 		t.Fatalf("Ready for 1 s: %d ReplicaSets left, want the one untouched", n)
 	}
 }
+
+// A retired place whose cluster does not answer is left alone, and said once (a Warning Event
+// naming the shard, the cluster and its state) over several reconciles; once the cluster answers
+// the place is cleaned up.
+func TestRetirementWaitingIsReportedOnce(t *testing.T) {
+	ctx := context.Background()
+	r, rsvc, spokeClient, _ := retireWorld(t, []routingv1alpha1.ShardSpec{{Name: "us", Replicas: 2}})
+	rec := &recorded{}
+	r.Recorder = rec
+	conn := r.Spokes.conns[connKey(rsvc, &routingv1alpha1.ShardCluster{Name: "eu", Namespace: "app", SecretRef: &routingv1alpha1.ClusterSecretRef{Name: "eu-old"}})]
+	conn.state, conn.message = routingv1alpha1.ClusterUnreachable, "dial tcp 127.0.0.1:1: connection refused"
+	for i := 0; i < 4; i++ {
+		if err := r.retireSpokes(ctx, rsvc, rsvc.Status.DeepCopy(), &rsvc.Status, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := spokeSets(t, spokeClient); n != 1 {
+		t.Fatalf("cluster unreachable: %d ReplicaSets left, want the one untouched", n)
+	}
+	if n := rec.count(EventRetirementPending); n != 1 {
+		t.Fatalf("%d %s Events over 4 reconciles, want 1 (%v)", n, EventRetirementPending, rec.reasons)
+	}
+	if len(readClustersUsed(rsvc)) != 1 {
+		t.Fatalf("the waiting entry was dropped: %+v", readClustersUsed(rsvc))
+	}
+	conn.state, conn.message = routingv1alpha1.ClusterReachable, ""
+	if err := r.retireSpokes(ctx, rsvc, rsvc.Status.DeepCopy(), &rsvc.Status, nil); err != nil {
+		t.Fatal(err)
+	}
+	if n := spokeSets(t, spokeClient); n != 0 {
+		t.Fatalf("cluster back: %d ReplicaSets left where the shard ran", n)
+	}
+}
+
+// eventMemo: a standing fact is fresh once; a changed value is fresh again; a fact gone and back
+// is fresh again.
+func TestEventMemo(t *testing.T) {
+	var m eventMemo
+	key := types.NamespacedName{Namespace: "ns", Name: "rs"}
+	steps := []struct {
+		current map[string]string
+		want    int
+	}{
+		{map[string]string{"a": "x"}, 1},
+		{map[string]string{"a": "x"}, 0},
+		{map[string]string{"a": "y", "b": "x"}, 2},
+		{map[string]string{"b": "x"}, 0},
+		{nil, 0},
+		{map[string]string{"b": "x"}, 1},
+	}
+	for i, s := range steps {
+		if got := m.fresh(key, s.current); len(got) != s.want {
+			t.Fatalf("step %d: fresh %v, want %d", i, got, s.want)
+		}
+	}
+	m.forget(key)
+	if got := m.fresh(key, map[string]string{"b": "x"}); len(got) != 1 {
+		t.Fatalf("after forget: fresh %v", got)
+	}
+}
