@@ -25,7 +25,8 @@ import (
 // names, so a repeated create fails with AlreadyExists instead of making a second object (S-10).
 //
 // The ReplicaSet and check-Job actions of a shard in another cluster go to that cluster (spokes,
-// by shard name), with the object turned back into the spoke's (spokeShard.toSpoke, jobToSpoke).
+// by shard name), and so do the schema Jobs' with spec.schema.runWithShard (jobPlace), with the
+// object turned back into the spoke's (spokeShard.toSpoke, jobToSpoke).
 func (r *RoutingServiceReconciler) apply(ctx context.Context, rsvc *routingv1alpha1.RoutingService, actions []rollout.Action, spokes map[string]*spokeShard) error {
 	log := logf.FromContext(ctx)
 	for _, a := range actions {
@@ -41,15 +42,15 @@ func (r *RoutingServiceReconciler) apply(ctx context.Context, rsvc *routingv1alp
 				continue
 			}
 		}
-		if a.Job != nil && a.Job.Labels[rollout.LabelShard] != "" {
-			// A shard's check Jobs run where the shard runs.
-			if sp := spokes[a.Job.Labels[rollout.LabelShard]]; sp != nil {
-				if a.Kind == rollout.AdoptJob {
-					continue // only the anchor's Jobs are shown: there is no orphan to adopt
-				}
-				a, c = sp.jobToSpoke(a), sp.conn.client
-			} else if isClusterShard(rsvc, a.Job.Labels[rollout.LabelShard]) {
+		if a.Job != nil {
+			// A shard's check Jobs run where the shard runs, the schema Jobs where
+			// spec.schema.runWithShard says (jobPlace).
+			sp, skip := jobPlace(rsvc, a, spokes)
+			if skip {
 				continue
+			}
+			if sp != nil {
+				a, c = sp.jobToSpoke(a), sp.conn.client
 			}
 		}
 		switch a.Kind {

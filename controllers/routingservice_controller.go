@@ -113,6 +113,9 @@ func (r *RoutingServiceReconciler) Reconcile(ctx context.Context, req ctrl.Reque
 		return ctrl.Result{}, err
 	}
 	spokes := r.observeSpokes(ctx, rsvc, &observed)
+	if err := r.observeSchemaJobs(ctx, rsvc, &observed, spokes); err != nil {
+		return ctrl.Result{}, err
+	}
 	if r.Spokes != nil {
 		r.Spokes.Release(req.NamespacedName, rsvc)
 	}

@@ -23,6 +23,8 @@ import (
 type spokeShard struct {
 	conn   *spokeConn
 	anchor *corev1.ConfigMap
+	// jobs are the UIDs of the schema Jobs observed there (observeSchemaJobs).
+	jobs map[types.UID]bool
 }
 
 // observeSpokes adds what the planner needs of every shard with spec.shards[].cluster to o: the

@@ -9,6 +9,7 @@ import (
 // RoutingServiceSpec is the desired state of a RoutingService: a routing binary, the database
 // schema version it needs, the migration that brings the database there, and the region shards it
 // is promoted through, in order.
+// +kubebuilder:validation:XValidation:rule="!has(self.schema.runWithShard) || self.shards.exists(s, s.name == self.schema.runWithShard)",message="spec.schema.runWithShard must name a shard of spec.shards",fieldPath=".schema.runWithShard"
 type RoutingServiceSpec struct {
 	// template is the pod template of the routing binary, as in a Deployment. schemagate adds the
 	// labels schemagate.io/name, schemagate.io/shard and schemagate.io/revision and merges each
@@ -148,6 +149,19 @@ type SchemaSpec struct {
 	// +optional
 	// +kubebuilder:default=Report
 	Evidence SchemaEvidence `json:"evidence,omitempty"`
+
+	// runWithShard names the shard whose place the schema Jobs (migration, contract and check)
+	// run in: its cluster (spec.shards[].cluster) and its namespace there, controlled by the
+	// anchor there, for a database that only that cluster reaches. Unset, or a shard without a
+	// cluster: the RoutingService's own namespace. The gate stays global: no pod of a revision
+	// runs in any cluster before its schema is confirmed. While that cluster does not answer the
+	// RoutingService holds: nothing is created, scaled or deleted anywhere, conditions say why,
+	// and the time away is not charged to any shard's progress deadline or bake
+	// (docs/clusters.md). Changing it moves where the next Job runs; the Jobs that ran before stay
+	// where they ran, and the evidence they were is read only from where Jobs now run.
+	// +optional
+	// +kubebuilder:validation:MaxLength=20
+	RunWithShard string `json:"runWithShard,omitempty"`
 
 	// check is an optional read-only Job that asks the database which version it is at, without
 	// changing it, and writes a schema report. schemagate runs it instead of the migration when

@@ -16,7 +16,10 @@ import (
 // overlaps with a rollout. Finished Jobs beyond strategy.jobHistoryLimit are pruned too
 // (pruneJobs, jobs_history.go).
 func (p *planner) cleanup() {
-	p.pruneJobs()
+	if _, _, held := p.schemaPlaceFrozen(); !held {
+		// Held, the schema Jobs that matter cannot all be seen: none is pruned.
+		p.pruneJobs()
+	}
 	limit := int(p.rsvc.Spec.Strategy.RevisionHistoryLimitOrDefault())
 	inSpec := map[string]bool{}
 	for _, shard := range p.rsvc.Spec.Shards {

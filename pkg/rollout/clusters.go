@@ -40,9 +40,16 @@ func reasonOf(s routingv1alpha1.ClusterState) string {
 // readClusters records, for each shard with a cluster, its status.shards[].cluster entry and
 // whether it is frozen (not Reachable). A shard coming back gets the time it was away added to its
 // stepStartTime and progressStartTime: the progress deadline and the bake are not charged for a
-// time its health could not be seen (issue: regions as clusters, failure model).
+// time its health could not be seen; when it is the shard the schema Jobs run with, every other
+// shard in progress gets it too (schemaPlaceReturned).
 func (p *planner) readClusters() {
 	p.frozen = map[string]ClusterView{}
+	returned := map[string]time.Duration{}
+	defer func() {
+		for shard, away := range returned {
+			p.schemaPlaceReturned(shard, away)
+		}
+	}()
 	for _, shard := range p.rsvc.Spec.Shards {
 		if shard.Cluster == nil {
 			for i := range p.status.Shards {
@@ -72,6 +79,7 @@ func (p *planner) readClusters() {
 			}
 		} else if old != nil && old.UnreachableSince != nil {
 			away := p.now.Sub(old.UnreachableSince.Time)
+			returned[shard.Name] = away
 			if away > 0 && (ss.Step == routingv1alpha1.ShardStepProgressing || ss.Step == routingv1alpha1.ShardStepBaking) {
 				if ss.StepStartTime != nil {
 					ss.StepStartTime = &metav1.Time{Time: ss.StepStartTime.Add(away)}
@@ -129,6 +137,9 @@ func (p *planner) dropFrozenActions() {
 			shard = a.ReplicaSet.Labels[LabelShard]
 		case a.Job != nil:
 			shard = a.Job.Labels[LabelShard]
+			if schemaShard, _, held := p.schemaPlaceFrozen(); held && shard == "" && IsSchemaComponent(a.Job.Labels[LabelComponent]) {
+				shard = schemaShard // a schema Job goes where runWithShard says: frozen with it
+			}
 		}
 		if _, frozen := p.frozen[shard]; frozen && shard != "" {
 			continue

@@ -239,3 +239,89 @@ func TestClusterShardRollsBackOnlyWhatItTouched(t *testing.T) {
 		t.Fatalf("no ShardRolledBack: %v", w.log)
 	}
 }
+
+// The schema Jobs run with eu-west (spec.schema.runWithShard), and its cluster is away when an
+// update needing schema 2 arrives: its Jobs cannot be seen, so no migration Job is created (not a
+// second one either), no ReplicaSet is touched, SchemaReady is False with the cluster's reason,
+// and past unreachableDeadlineSeconds Stalled says so. When it returns the migration runs once
+// and the rollout completes.
+func TestSchemaJobsClusterAwayHoldsTheGate(t *testing.T) {
+	w := clustered(t)
+	w.rsvc.Spec.Schema.RunWithShard = "eu-west"
+	w.rsvc.Spec.Strategy.UnreachableDeadlineSeconds = new(int32(120))
+	jobsBefore := len(w.migrationJobs())
+	w.cut("eu-west", routingv1alpha1.ClusterUnreachable)
+	w.update("app:v2", "2", "migrate:ok")
+	for i := 0; i < 200; i++ {
+		w.reconcile()
+		w.tick()
+		w.now = w.now.Add(time.Second)
+	}
+	if len(w.log) > 0 {
+		t.Fatalf("actions or events while the schema Jobs' cluster was away: %v", w.log)
+	}
+	if n := len(w.migrationJobs()); n != jobsBefore {
+		t.Fatalf("%d migration Jobs, %d before: one was created while its cluster was away", n, jobsBefore)
+	}
+	if c := w.condition(routingv1alpha1.ConditionSchemaReady); c.Status != "False" || c.Reason != routingv1alpha1.ReasonClusterUnreachable || !strings.Contains(c.Message, "eu-west") {
+		t.Fatalf("SchemaReady = %+v", c)
+	}
+	if c := w.condition(routingv1alpha1.ConditionStalled); c.Status != "True" || c.Reason != routingv1alpha1.ReasonClusterUnreachable {
+		t.Fatalf("Stalled = %+v, want True past unreachableDeadlineSeconds", c)
+	}
+	w.restore("eu-west")
+	w.run(300, func() bool { return w.isTrue(routingv1alpha1.ConditionReady) })
+	if n := len(w.migrationJobs()); n != jobsBefore+1 {
+		t.Fatalf("%d migration Jobs after the return, want %d (exactly one for schema 2)", n, jobsBefore+1)
+	}
+	if got := w.shardImages(); got != "us-east=app:v2:3 eu-west=app:v2:3 ap-south=app:v2:3" {
+		t.Fatalf("after the cluster returned: %s", got)
+	}
+}
+
+// Steady, then the schema Jobs' cluster goes away: SchemaReady stays True (as for lost evidence),
+// nothing is written, no Job is pruned; and mid-rollout (us-east progressing, schema confirmed)
+// the time away is charged to no shard's progress deadline: no failure once it returns.
+func TestSchemaJobsClusterAwayChangesNothingServing(t *testing.T) {
+	w := clustered(t)
+	w.rsvc.Spec.Schema.RunWithShard = "ap-south"
+	w.rsvc.Spec.Strategy.UnreachableDeadlineSeconds = new(int32(900))
+	w.cut("ap-south", routingv1alpha1.ClusterUnreachable)
+	for i := 0; i < 30; i++ {
+		w.reconcile()
+		w.tick()
+		w.now = w.now.Add(time.Second)
+	}
+	if len(w.log) > 0 {
+		t.Fatalf("steady: actions or events while the schema Jobs' cluster was away: %v", w.log)
+	}
+	if c := w.condition(routingv1alpha1.ConditionSchemaReady); c.Status != "True" {
+		t.Fatalf("steady: SchemaReady = %+v, want it kept True", c)
+	}
+	w.restore("ap-south")
+	w.run(100, func() bool { return w.isTrue(routingv1alpha1.ConditionReady) })
+
+	w.update("app:v2", "2", "migrate:ok")
+	w.run(200, func() bool {
+		ss := w.stepOf("us-east")
+		return ss != nil && ss.Step == routingv1alpha1.ShardStepProgressing
+	})
+	w.cut("ap-south", routingv1alpha1.ClusterUnreachable)
+	w.log = nil
+	for i := 0; i < 300; i++ { // five times the progress deadline
+		w.reconcile()
+		w.tick()
+		w.now = w.now.Add(time.Second)
+	}
+	if got := w.actionsOn("eu-west"); len(got) > 0 {
+		t.Fatalf("eu-west started while the schema Jobs' cluster was away: %v", got)
+	}
+	w.restore("ap-south")
+	w.run(300, func() bool { return w.isTrue(routingv1alpha1.ConditionReady) })
+	if w.rsvc.Status.Failure != nil {
+		t.Fatalf("the time away was charged to a progress deadline: %+v", w.rsvc.Status.Failure)
+	}
+	if got := w.shardImages(); got != "us-east=app:v2:3 eu-west=app:v2:3 ap-south=app:v2:3" {
+		t.Fatalf("after the cluster returned: %s", got)
+	}
+}

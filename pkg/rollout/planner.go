@@ -57,8 +57,13 @@ func Compute(o Observed) Plan {
 		p.cleanup()
 		p.keepHistory()
 	}
-	// The contract phase (contract.go), once the shard steps are known.
-	p.contract()
+	// The contract phase (contract.go), once the shard steps are known; held with the schema
+	// gate while the schema Jobs' cluster does not answer (holdSchemaPlace).
+	if _, _, held := p.schemaPlaceFrozen(); !held {
+		p.contract()
+	} else if p.rsvc.Spec.Schema.Contract != nil {
+		p.contractPhase = p.rsvc.Status.Schema.Phase // the phase stays as it was
+	}
 	p.reportRefusals()
 	p.dropFrozenActions()
 	p.summarize()

@@ -119,6 +119,10 @@ func jobCondition(j *batchv1.Job, t batchv1.JobConditionType) *batchv1.JobCondit
 // the RoutingService is unpaused (S-16). A Job name held by an object this RoutingService does not
 // control stalls with NameConflict, never a create loop (S-21).
 func (p *planner) schemaGate() bool {
+	if shard, view, held := p.schemaPlaceFrozen(); held {
+		p.holdSchemaPlace(shard, view)
+		return false
+	}
 	required := p.rsvc.Spec.Schema.Version
 	st := &p.status.Schema
 	st.RequiredVersion = required

@@ -106,10 +106,23 @@ func (w *world) observed() Observed {
 		}
 		o.ReplicaSets = append(o.ReplicaSets, rs.DeepCopy())
 	}
+	// The schema Jobs run with spec.schema.runWithShard: while its cluster does not answer, they
+	// and their pods are not shown either (controllers/schema_place.go).
+	hideSchema := false
+	if shard := w.rsvc.Spec.Schema.RunWithShard; shard != "" {
+		v, ok := w.clusters[shard]
+		hideSchema = ok && v.State != routingv1alpha1.ClusterReachable
+	}
 	for _, j := range w.jobs {
+		if hideSchema && IsSchemaComponent(j.Labels[LabelComponent]) {
+			continue
+		}
 		o.Jobs = append(o.Jobs, j.DeepCopy())
 	}
 	for _, pod := range w.pods {
+		if hideSchema && IsSchemaComponent(pod.Labels[LabelComponent]) {
+			continue
+		}
 		o.Pods = append(o.Pods, pod.DeepCopy())
 	}
 	for _, cr := range w.records {

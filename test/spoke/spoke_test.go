@@ -31,7 +31,7 @@ func granted() []string {
 	}
 	add("apps", "replicasets", "get", "list", "watch", "create", "patch", "delete")
 	add("", "pods", "list", "watch", "delete")
-	add("batch", "jobs", "list", "watch", "create", "delete") // the shard's job checks
+	add("batch", "jobs", "list", "watch", "create", "patch", "delete") // job checks; schema Jobs with runWithShard
 	add("", "configmaps", "get", "list", "watch", "create", "patch", "update", "delete")
 	add("policy", "poddisruptionbudgets", "get", "list", "watch", "create", "patch", "delete")
 	add("", "events", "create", "patch")
