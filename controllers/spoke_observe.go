@@ -210,13 +210,19 @@ func equalData(a, b map[string]string) bool {
 	return true
 }
 
-// jobToSpoke turns an action's Job (a check Job of the shard) back into the spoke's object: its
-// namespace there, and, for a Job being created, the anchor as its controller.
+// jobToSpoke turns an action's Job back into the spoke's object: its namespace there, and, for a
+// Job being created, the anchor as its controller and the RoutingService the anchor records
+// (spoke.AnnotationRoutingService, AnnotationRoutingServiceUID).
 func (s *spokeShard) jobToSpoke(a rollout.Action) rollout.Action {
 	j := a.Job.DeepCopy()
 	j.Namespace = s.conn.namespace
 	if a.Kind == rollout.CreateJob {
 		j.OwnerReferences = []metav1.OwnerReference{spoke.AnchorRef(s.anchor)}
+		if j.Annotations == nil {
+			j.Annotations = map[string]string{}
+		}
+		j.Annotations[spoke.AnnotationRoutingService] = s.anchor.Data[spoke.KeyNamespace] + "/" + s.anchor.Data[spoke.KeyName]
+		j.Annotations[spoke.AnnotationRoutingServiceUID] = s.anchor.Data[spoke.KeyUID]
 	}
 	a.Job = j
 	return a

@@ -33,6 +33,12 @@ const (
 	KeyRevisions     = "revisions"
 	KeySchemaVersion = "schemaVersion"
 	KeyTakenOverFrom = "takenOverFrom"
+	// AnnotationRoutingService and AnnotationRoutingServiceUID are put on each Job schemagate
+	// creates in a spoke ("<namespace>/<name>" and the UID of the RoutingService in the hub, as
+	// its anchor records them), for a person or a tool reading the spoke alone; schemagate itself
+	// reads ownership from the anchor.
+	AnnotationRoutingService    = "schemagate.io/routingservice"
+	AnnotationRoutingServiceUID = "schemagate.io/routingservice-uid"
 	// maxAnchorValue bounds each value read from an anchor (it is untrusted input).
 	maxAnchorValue = 1024
 )

@@ -419,3 +419,105 @@ func TestStoryControlsOnAShardInAnotherCluster(t *testing.T) {
 		return nil
 	})
 }
+
+// The schema Jobs in a shard's cluster (spec.schema.runWithShard: eu-west, in cluster "eu"): the
+// migration to schema 2 runs there, controlled by the anchor, and none in the hub; the rollout
+// completes. Then the cluster's Secret goes (CredentialsRefused) with an update to schema 3: no
+// migration Job is created anywhere, nothing serving changes, SchemaReady is False with the
+// cluster's reason; the Secret back, the migration runs there once and the rollout completes.
+func TestStorySchemaJobsInAShardsCluster(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	ns, spokeNS, secret := steadyWithEUInASpoke(t)
+	fake.share(spokeNS, ns)
+	hubJobs := len(jobsIn(t, ns))
+	kit.Update(t, ns, func(r *routingv1alpha1.RoutingService) {
+		r.Spec.Schema.RunWithShard = "eu-west"
+		story.ToV2("app:v2", "migrate:ok")(r)
+	})
+	story.Eventually(t, 90*time.Second, "v2 everywhere, migrated in the spoke", func() error {
+		if err := kit.HasCondition(t, ns, routingv1alpha1.ConditionReady, metav1.ConditionTrue, routingv1alpha1.ReasonRolloutComplete)(); err != nil {
+			return err
+		}
+		if got := spokeServing(t, spokeNS); got != "app:v2:3/3" {
+			return fmt.Errorf("spoke serves %q", got)
+		}
+		return kit.ServingIs(t, ns, "us-east=app:v2:3/3 ap-south=app:v2:3/3")()
+	})
+	anchor := &corev1.ConfigMap{}
+	if err := k8s.Get(ctx, client.ObjectKey{Namespace: spokeNS, Name: spoke.AnchorName("rs-a")}, anchor); err != nil {
+		t.Fatal(err)
+	}
+	migrations := func(in string) []batchv1.Job {
+		var out []batchv1.Job
+		for _, j := range jobsIn(t, in) {
+			if j.Labels[rollout.LabelComponent] == rollout.ComponentMigration {
+				out = append(out, j)
+			}
+		}
+		return out
+	}
+	spokeMigrations := migrations(spokeNS)
+	if len(spokeMigrations) != 1 || spokeMigrations[0].Labels[rollout.LabelSchemaVersion] != "2" {
+		t.Fatalf("migration Jobs in the spoke: %d", len(spokeMigrations))
+	}
+	if ref := metav1.GetControllerOf(&spokeMigrations[0]); ref == nil || ref.UID != anchor.UID {
+		t.Fatalf("the spoke's migration Job is controlled by %+v, want the anchor", ref)
+	}
+	if n := len(jobsIn(t, ns)); n != hubJobs {
+		t.Fatalf("%d Jobs in the hub, %d before: a schema Job ran there", n, hubJobs)
+	}
+	if got := kit.Get(t, ns).Status.Schema.ConfirmedBy; got != spokeMigrations[0].Name {
+		t.Fatalf("status.schema.confirmedBy %q, want the spoke's Job %s", got, spokeMigrations[0].Name)
+	}
+
+	// The cluster's credentials go, and schema 3 is asked for.
+	if err := k8s.Delete(ctx, secret); err != nil {
+		t.Fatal(err)
+	}
+	story.Eventually(t, 30*time.Second, "CredentialsRefused", kit.HasCondition(t, ns, routingv1alpha1.ConditionClustersReachable, metav1.ConditionFalse, routingv1alpha1.ReasonCredentialsRefused))
+	kit.Update(t, ns, func(r *routingv1alpha1.RoutingService) {
+		r.Spec.Template.Spec.Containers[0].Image = "app:v3"
+		r.Spec.Schema.Version = "3"
+	})
+	story.Eventually(t, 20*time.Second, "SchemaReady held with the cluster's reason", kit.HasCondition(t, ns, routingv1alpha1.ConditionSchemaReady, metav1.ConditionFalse, routingv1alpha1.ReasonCredentialsRefused))
+	story.Consistently(t, 5*time.Second, "nothing created or changed", func() error {
+		if n := len(migrations(spokeNS)) + len(migrations(ns)); n != 1+countMigrations(jobsIn(t, ns)) {
+			return fmt.Errorf("%d migration Jobs", n)
+		}
+		if got := spokeServing(t, spokeNS); got != "app:v2:3/3" {
+			return fmt.Errorf("spoke serves %q", got)
+		}
+		return kit.ServingIs(t, ns, "us-east=app:v2:3/3 ap-south=app:v2:3/3")()
+	})
+	if err := k8s.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "eu-kubeconfig"},
+		Data: map[string][]byte{"value": spokeKubeconfig(t)}}); err != nil {
+		t.Fatal(err)
+	}
+	story.Eventually(t, 90*time.Second, "v3 everywhere, migrated in the spoke", func() error {
+		if err := kit.HasCondition(t, ns, routingv1alpha1.ConditionReady, metav1.ConditionTrue, routingv1alpha1.ReasonRolloutComplete)(); err != nil {
+			return err
+		}
+		if got := spokeServing(t, spokeNS); got != "app:v3:3/3" {
+			return fmt.Errorf("spoke serves %q", got)
+		}
+		return kit.ServingIs(t, ns, "us-east=app:v3:3/3 ap-south=app:v3:3/3")()
+	})
+	if got := migrations(spokeNS); len(got) != 2 {
+		t.Fatalf("%d migration Jobs in the spoke, want 2 (schema 2, then 3)", len(got))
+	}
+	if n := len(jobsIn(t, ns)); n != hubJobs {
+		t.Fatalf("%d Jobs in the hub, %d before", n, hubJobs)
+	}
+}
+
+// countMigrations counts the migration Jobs among jobs.
+func countMigrations(jobs []batchv1.Job) int {
+	n := 0
+	for _, j := range jobs {
+		if j.Labels[rollout.LabelComponent] == rollout.ComponentMigration {
+			n++
+		}
+	}
+	return n
+}

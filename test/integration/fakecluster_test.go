@@ -44,6 +44,28 @@ type fakeCluster struct {
 	mu    sync.Mutex
 	db    map[string]string // namespace → schema version of its database
 	dirty map[string]bool   // namespace → its database is dirty
+	// shared maps a namespace to the one whose database it uses (a spoke's namespace that reaches
+	// the hub namespace's database); unmapped namespaces have their own.
+	shared map[string]string
+}
+
+// share makes namespace ns use the database of namespace with (both clusters of a story reach
+// one database).
+func (f *fakeCluster) share(ns, with string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.shared == nil {
+		f.shared = map[string]string{}
+	}
+	f.shared[ns] = with
+}
+
+// dbOf is the namespace whose database ns uses; f.mu is held.
+func (f *fakeCluster) dbOf(ns string) string {
+	if with, ok := f.shared[ns]; ok {
+		return with
+	}
+	return ns
 }
 
 func newFakeCluster(c client.Client) *fakeCluster {
@@ -54,6 +76,7 @@ func newFakeCluster(c client.Client) *fakeCluster {
 func (f *fakeCluster) setDatabase(ns, version string, dirty bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	ns = f.dbOf(ns)
 	f.db[ns], f.dirty[ns] = version, dirty
 }
 
@@ -61,6 +84,7 @@ func (f *fakeCluster) setDatabase(ns, version string, dirty bool) {
 func (f *fakeCluster) report(ns string) string {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	ns = f.dbOf(ns)
 	b, err := schemareport.Encode(schemareport.Report{Version: cmp.Or(f.db[ns], "0"), Dirty: f.dirty[ns], Tool: "fake", Time: time.Now()})
 	if err != nil {
 		panic(err)
@@ -78,12 +102,13 @@ func (f *fakeCluster) run(ctx context.Context) {
 func (f *fakeCluster) schema(ns string) string {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return f.db[ns]
+	return f.db[f.dbOf(ns)]
 }
 
 func (f *fakeCluster) migrate(ns, version string) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	ns = f.dbOf(ns)
 	if !f.dirty[ns] && !schemaversion.AtLeast(f.db[ns], version) {
 		f.db[ns] = version
 	}
@@ -182,7 +207,7 @@ func (f *fakeCluster) finish(ctx context.Context, j *batchv1.Job, success bool) 
 	case check, j.Labels[rollout.LabelComponent] == rollout.ComponentShardCheck, strings.Contains(image, "noop"), strings.Contains(image, "silent"), strings.Contains(image, "garbage"), strings.Contains(image, "huge"):
 	case strings.Contains(image, "dirty"):
 		f.mu.Lock()
-		f.dirty[j.Namespace] = true
+		f.dirty[f.dbOf(j.Namespace)] = true
 		f.mu.Unlock()
 	case success:
 		f.migrate(j.Namespace, j.Labels[rollout.LabelSchemaVersion])

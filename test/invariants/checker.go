@@ -48,6 +48,7 @@ import (
 	"github.com/schemagate/schemagate/pkg/rollout"
 	"github.com/schemagate/schemagate/pkg/schemareport"
 	"github.com/schemagate/schemagate/pkg/schemaversion"
+	"github.com/schemagate/schemagate/pkg/spoke"
 )
 
 // Checker records violations seen on the watched objects. It is safe for concurrent use.
@@ -297,11 +298,23 @@ func (k *Checker) observe(o any) {
 		}
 	case *batchv1.Job:
 		owner := metav1.GetControllerOf(obj)
-		if owner == nil || owner.Kind != "RoutingService" {
+		ns, name, uid := obj.Namespace, "", ""
+		switch {
+		case owner != nil && owner.Kind == "RoutingService":
+			name, uid = owner.Name, string(owner.UID)
+		case owner != nil && owner.Kind == "ConfigMap" && obj.Annotations[spoke.AnnotationRoutingServiceUID] != "":
+			// A schema Job in a shard's place (spec.schema.runWithShard), controlled by the anchor:
+			// it confirms for the RoutingService the anchor names (same API server in envtest).
+			ref := strings.SplitN(obj.Annotations[spoke.AnnotationRoutingService], "/", 2)
+			if len(ref) != 2 {
+				return
+			}
+			ns, name, uid = ref[0], ref[1], obj.Annotations[spoke.AnnotationRoutingServiceUID]
+		default:
 			return
 		}
 		e := k.job(string(obj.UID))
-		e.ns, e.rsvcName, e.rsvcUID = obj.Namespace, owner.Name, string(owner.UID)
+		e.ns, e.rsvcName, e.rsvcUID = ns, name, uid
 		e.check = obj.Labels[rollout.LabelComponent] == rollout.ComponentCheck
 		e.version = obj.Labels[rollout.LabelSchemaVersion]
 		if jobComplete(obj) && e.completeAt == 0 {
