@@ -359,9 +359,9 @@ type ShardSpec struct {
 
 	// cluster places the shard in another Kubernetes cluster (a spoke), reached with the
 	// credentials of a Secret in the RoutingService's namespace. Unset: the shard runs in the
-	// RoutingService's own cluster, as before. The migration and its evidence stay in the
-	// RoutingService's cluster (the hub): no pod of a revision runs in any spoke before its schema
-	// is confirmed there. docs/clusters.md.
+	// RoutingService's own cluster, as before. The schema Jobs run in the RoutingService's
+	// namespace unless spec.schema.runWithShard names a shard with a cluster; either way no pod of
+	// a revision runs in any cluster before its schema is confirmed. docs/clusters.md.
 	// +optional
 	Cluster *ShardCluster `json:"cluster,omitempty"`
 }
