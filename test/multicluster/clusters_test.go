@@ -192,7 +192,9 @@ func (s *story) startTraffic() *traffic.Generator {
 	lookups := map[string]traffic.Backends{}
 	for i, r := range realstack.Regions {
 		shards = append(shards, r.Shard)
-		sel := map[string]map[string]string{r.Shard: {rollout.LabelName: "rs-a", rollout.LabelShard: r.Shard}}
+		// The routers only: the shard's check Job pods carry its name and shard labels too (and,
+		// with no readiness probe, are Ready while they run).
+		sel := map[string]map[string]string{r.Shard: {rollout.LabelName: "rs-a", rollout.LabelShard: r.Shard, rollout.LabelComponent: rollout.ComponentRouting}}
 		lookups[r.Shard] = traffic.PodBackends(regions[f.Regions[i].Name], s.ns, sel, realstack.RouterPort, 200*time.Millisecond)
 	}
 	for i := 0; i < 20; i++ {
