@@ -92,6 +92,24 @@ func readRecorded(oj *ownedJob, at time.Time) *reading {
 	return &reading{oj: oj, at: at, version: schemaversion.Canonical(report.Version), dirty: report.Dirty, tool: report.Tool, fromReport: true, recorded: true}
 }
 
+// readEnding is the recorded report of a migration Job the Job controller is ending but has not
+// marked Failed yet: since Kubernetes 1.31 it first adds FailureTarget (at activeDeadlineSeconds,
+// say), deletes the pods, and adds Failed only once they are gone. In between, the Job is not
+// finished and its pods no longer say anything, so without this the report recorded from its
+// migration container (readEarly) would vanish for a moment and close an open gate. nil unless
+// the Job carries FailureTarget, no pod of it is left in the cache and a recorded report parses.
+func (p *planner) readEnding(oj *ownedJob) *reading {
+	if jobCondition(oj.job, batchv1.JobFailureTarget) == nil || p.hasPods(oj) {
+		return nil
+	}
+	r := readRecorded(oj, p.now)
+	if r == nil {
+		return nil
+	}
+	r.at = finishedAt(oj.job, jobCondition(oj.job, batchv1.JobFailureTarget)).Time
+	return r
+}
+
 // recordEarlyReports asks for the report of every early reading to be recorded on its Job, so that
 // it outlives the pod (the Job controller deletes it at the deadline).
 func (p *planner) recordEarlyReports() {

@@ -113,3 +113,52 @@ func TestNativeSidecarMigrationCompletes(t *testing.T) {
 		t.Fatalf("migration Jobs %v", w.jobsOf(ComponentMigration))
 	}
 }
+
+// The Job controller (Kubernetes 1.31 and later) ends a Job at its deadline in two writes: first
+// FailureTarget, with the pods deleted, then Failed once they are gone. Between the two the Job is
+// neither finished nor has a pod to read: the report recorded on it stays the evidence, and an
+// open gate stays open (CI saw SchemaReady flip to Migrating in that window). A recorded report
+// on a Job without FailureTarget whose pods are gone is still not read.
+func TestSidecarReportSurvivesTheFailureTargetWindow(t *testing.T) {
+	w := steady(t)
+	w.update("app:v2", "2", "migrate:hang")
+	w.reconcile()
+	job := MigrationJobName("rs-a", "2", 1)
+	w.confirmed = "2"
+	w.sidecarPod(job, gateReport(t, "2", false, w.now), false)
+	w.untilStep(20, func() bool { return w.isTrue(routingv1alpha1.ConditionSchemaReady) })
+	w.run(300, func() bool { return w.rsvc.Status.PromotedShards == "1/3" })
+	w.tick()
+
+	j := w.jobs[job]
+	j.Status.Conditions = []batchv1.JobCondition{{Type: batchv1.JobFailureTarget, Status: corev1.ConditionTrue, Reason: batchv1.JobReasonDeadlineExceeded, LastTransitionTime: metav1.Time{Time: w.now}}}
+	j.Status.Active, j.Status.Terminating = 0, ptr.To[int32](1)
+	delete(w.pods, job+"-sidecar")
+	for i := 0; i < 5; i++ {
+		w.step(time.Second)
+		if !w.isTrue(routingv1alpha1.ConditionSchemaReady) {
+			t.Fatalf("round %d in the FailureTarget window: SchemaReady %s", i, w.schemaReason())
+		}
+	}
+	if st := w.rsvc.Status.Schema; st.ConfirmedVersion != "2" || st.ConfirmedBy != job {
+		t.Fatalf("status.schema = %+v", st)
+	}
+	j.Status.Terminating = ptr.To[int32](0)
+	j.Status.Conditions = append(j.Status.Conditions, batchv1.JobCondition{Type: batchv1.JobFailed, Status: corev1.ConditionTrue, Reason: batchv1.JobReasonDeadlineExceeded, LastTransitionTime: metav1.Time{Time: w.now}})
+	w.run(300, func() bool { return w.isTrue(routingv1alpha1.ConditionReady) })
+	if n := len(w.jobsOf(ComponentMigration)); n != 2 {
+		t.Fatalf("migration Jobs %v: the migration ran again", w.jobsOf(ComponentMigration))
+	}
+
+	// Without FailureTarget, a recorded report on an active Job with no pod opens nothing.
+	w2 := steady(t)
+	w2.update("app:v2", "2", "migrate:hang")
+	w2.reconcile()
+	w2.jobs[job].Annotations[AnnotationSchemaReport] = gateReport(t, "2", false, w2.now)
+	for i := 0; i < 10; i++ {
+		w2.step(time.Second)
+		if w2.isTrue(routingv1alpha1.ConditionSchemaReady) || w2.v2Pods() != 0 {
+			t.Fatalf("round %d: a recorded report on an active Job without FailureTarget opened the gate", i)
+		}
+	}
+}
