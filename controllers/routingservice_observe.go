@@ -36,8 +36,8 @@ func (r *RoutingServiceReconciler) observe(ctx context.Context, rsvc *routingv1a
 	if err := r.List(ctx, &crList, in, selector); err != nil {
 		return rollout.Observed{}, fmt.Errorf("listing ControllerRevisions: %w", err)
 	}
-	// One List of the RoutingService's pods: its migration, check and shard-check Jobs' pods go to
-	// the planner; of its routing pods only the terminating ones are counted.
+	// One List of the RoutingService's pods: its Jobs' pods and its routing pods go to the planner
+	// (schema reports, why a Job is stuck, the pod-health gate); routing pods are also counted.
 	var podList corev1.PodList
 	if err := r.List(ctx, &podList, in, selector); err != nil {
 		return rollout.Observed{}, fmt.Errorf("listing pods: %w", err)
@@ -53,6 +53,8 @@ func (r *RoutingServiceReconciler) observe(ctx context.Context, rsvc *routingv1a
 				owner = ref.UID
 			}
 			o.RoutingPods[owner]++
+			// The pod-health gate reads their restarts (pkg/rollout/podhealth.go).
+			o.Pods = append(o.Pods, pod)
 		case rollout.ComponentMigration, rollout.ComponentCheck, rollout.ComponentShardCheck, rollout.ComponentContract:
 			o.Pods = append(o.Pods, pod)
 		}

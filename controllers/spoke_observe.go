@@ -139,6 +139,9 @@ func (r *RoutingServiceReconciler) observeSpokes(ctx context.Context, rsvc *rout
 				owner = ref.UID
 			}
 			o.RoutingPods[owner]++
+			// The pod-health gate reads their restarts; their controller is the spoke's ReplicaSet,
+			// whose UID the shown ReplicaSet keeps (the list's own copy: nothing writes it).
+			o.Pods = append(o.Pods, pod)
 		}
 		o.Clusters[shard.Name] = view
 		out[shard.Name] = &spokeShard{conn: conn, anchor: anchor}

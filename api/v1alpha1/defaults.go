@@ -31,6 +31,11 @@ const (
 	// DefaultUnreachableDeadlineSeconds is spec.strategy.unreachableDeadlineSeconds's default, in
 	// seconds.
 	DefaultUnreachableDeadlineSeconds int32 = 600
+	// DefaultPodHealthMode is spec.strategy.podHealth.mode's default: the gate is on.
+	DefaultPodHealthMode = PodHealthEnforce
+	// DefaultPodHealthMaxRestarts is spec.strategy.podHealth.maxRestarts's default, in restarts of
+	// one container: any restart fails the shard.
+	DefaultPodHealthMaxRestarts int32 = 0
 	// DefaultClusterSecretKey is the data key of a Cluster API kubeconfig Secret
 	// (<cluster>-kubeconfig), spec.shards[].cluster.secretRef.key's default.
 	DefaultClusterSecretKey = "value"
@@ -245,6 +250,21 @@ func (s *RolloutStrategy) UnreachablePolicyOrDefault() UnreachablePolicy {
 		return DefaultUnreachablePolicy
 	}
 	return s.UnreachablePolicy
+}
+
+// PodHealthEnforced reports whether the pod-health gate is on: podHealth.mode is not Off (an
+// unset podHealth or mode is DefaultPodHealthMode, Enforce).
+func (s *RolloutStrategy) PodHealthEnforced() bool {
+	return s.PodHealth == nil || s.PodHealth.Mode != PodHealthOff
+}
+
+// MaxRestartsOrDefault returns podHealth.maxRestarts, or DefaultPodHealthMaxRestarts (0); a
+// negative stored value (the CRD's minimum is 0) reads as 0.
+func (s *RolloutStrategy) MaxRestartsOrDefault() int32 {
+	if s.PodHealth == nil {
+		return DefaultPodHealthMaxRestarts
+	}
+	return max(0, ptr.Deref(s.PodHealth.MaxRestarts, DefaultPodHealthMaxRestarts))
 }
 
 // UnreachableDeadline returns unreachableDeadlineSeconds (default 600 s) as a duration.

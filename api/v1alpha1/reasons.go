@@ -44,6 +44,19 @@ const (
 	ReasonSchemaEvidenceLost = "SchemaEvidenceLost"
 )
 
+// Condition and Event reasons of the pod-health gate (spec.strategy.podHealth): a pod of the
+// update revision restarted more than maxRestarts times in a shard, and the rollout failed at once
+// (failurePolicy applies). The message names the pod, the container and the cause.
+const (
+	// ReasonPodOOMKilled: the container's last termination was an OOM kill (OOMKilled, exit 137).
+	ReasonPodOOMKilled = "PodOOMKilled"
+	// ReasonPodCrashLooping: the container waits in CrashLoopBackOff.
+	ReasonPodCrashLooping = "PodCrashLooping"
+	// ReasonPodRestarted: the container restarted for another cause (a crash, a failed liveness
+	// probe).
+	ReasonPodRestarted = "PodRestarted"
+)
+
 // Condition and Event reasons of shard checks.
 const (
 	// ReasonShardCheckFailed: a check of spec.strategy.checks failed in a shard: the rollout

@@ -538,6 +538,16 @@ type RolloutStrategy struct {
 	// +kubebuilder:validation:Maximum=100
 	JobHistoryLimit *int32 `json:"jobHistoryLimit,omitempty"`
 
+	// podHealth is the built-in pod-health gate, on unless its mode is Off: while the update
+	// revision rolls out, a shard fails (failurePolicy applies) as soon as one of that revision's
+	// pods there has a container restarted (a crash, an OOM kill, a failed liveness probe) more
+	// than maxRestarts times since the shard's step started; a tolerated restart starts the
+	// shard's bake over. It watches the shard stepping or baking and every shard already
+	// promoted, until the last shard is promoted. Default: Enforce with maxRestarts 0.
+	// +optional
+	// +kubebuilder:default={}
+	PodHealth *PodHealth `json:"podHealth,omitempty"`
+
 	// checks judge each shard by what the service does, not only by pod readiness: they
 	// run during each shard's bake, and the shard is promoted only once every check passed and
 	// bakeSeconds have passed. A check that fails fails the shard at once, without waiting for the
@@ -548,6 +558,35 @@ type RolloutStrategy struct {
 	// +listMapKey=name
 	// +kubebuilder:validation:MaxItems=5
 	Checks []ShardCheck `json:"checks,omitempty"`
+}
+
+// PodHealthMode says whether the pod-health gate judges the update revision's pods.
+// +kubebuilder:validation:Enum=Enforce;Off
+type PodHealthMode string
+
+const (
+	// PodHealthEnforce fails a shard whose update-revision pods restart more than maxRestarts.
+	PodHealthEnforce PodHealthMode = "Enforce"
+	// PodHealthOff turns the gate off: restarts are neither counted nor reported.
+	PodHealthOff PodHealthMode = "Off"
+)
+
+// PodHealth tunes the built-in pod-health gate (spec.strategy.podHealth).
+type PodHealth struct {
+	// mode is Enforce (the default) or Off. Off is the only way to turn the gate off.
+	// +optional
+	// +kubebuilder:default=Enforce
+	Mode PodHealthMode `json:"mode,omitempty"`
+
+	// maxRestarts is how many times a container of one update-revision pod may restart, from
+	// any cause, after its shard's step started, before the shard fails (reason PodRestarted,
+	// PodOOMKilled or PodCrashLooping, naming the pod, the container and the cause). Each
+	// tolerated restart starts the shard's bake over. Default 0: any restart fails the shard.
+	// +optional
+	// +kubebuilder:default=0
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=100
+	MaxRestarts *int32 `json:"maxRestarts,omitempty"`
 }
 
 // ShardCheck is one check of a shard, run once per shard and revision during the shard's bake

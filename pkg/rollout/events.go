@@ -17,6 +17,7 @@ const (
 	EventShardBaking         = "ShardBaking"                                  // a shard is fully on the new revision
 	EventShardPromoted       = "ShardPromoted"                                // a shard finished baking
 	EventShardRegressed      = "ShardRegressed"                               // a baking shard lost availability
+	EventBakeRestarted       = "BakeRestarted"                                // a tolerated pod restart started a shard's bake over
 	EventProgressDeadline    = routingv1alpha1.ReasonProgressDeadlineExceeded // a shard missed its deadline
 	EventRollingBack         = routingv1alpha1.ReasonRollingBack              // a shard returns to the stable revision
 	EventShardRolledBack     = "ShardRolledBack"                              // a shard is back on the stable revision

@@ -81,6 +81,12 @@ func FuzzCompute(f *testing.F) {
 		fuzzClusterSeed(func(c *fuzzCluster) { c.Measured, c.Answers = 1+4, []uint8{1, 2, 4} }), int64(0))
 	f.Add([]byte(nil), fuzzClusterSeed(func(c *fuzzCluster) { c.Measured, c.Answers = 3+64, []uint8{3, 3, 0} }), int64(0))
 	f.Add([]byte(nil), fuzzClusterSeed(func(c *fuzzCluster) { c.Measured, c.Condition = 1, 1 }), int64(0))
+	// The pod-health gate: us-east bakes the update revision and one of its pods was OOM-killed.
+	f.Add([]byte(`{"shards":[{"name":"us-east","step":"Baking","stepRevision":"@U"}]}`), fuzzClusterSeed(func(c *fuzzCluster) {
+		c.Shards[0] = []fuzzRS{{Replicas: 3, StatusReplicas: 3, Available: 3, Ready: 3}}
+		c.RoutingPods = []fuzzRoutingPod{{Restarts: 1, Last: 1, Finished: 4}, {Restarts: 2, State: 1, Last: 2, Finished: 5}}
+		c.PodHealth = 3
+	}), int64(0))
 	f.Fuzz(func(t *testing.T, status, cluster []byte, clock int64) {
 		o := fuzzObserved(status, cluster, clock)
 		before := deepCopyObserved(o)
@@ -413,7 +419,28 @@ type fuzzCluster struct {
 	// built): none, min 0, max 1, max 9, min "x", max "" (not a version), none at all, min 3 with
 	// max 2, a max of 70 digits (beyond the CRD's bound for status).
 	Ranges []uint8
+	// RoutingPods are routing pods of the ReplicaSets built (by index, in the order they are
+	// built), with restarts and terminations as a kubelet, or a hostile writer, reports them:
+	// the pod-health gate's input (podhealth.go).
+	RoutingPods []fuzzRoutingPod
+	// PodHealth sets spec.strategy.podHealth: unset, Off, or Enforce with maxRestarts (n-2)%3
+	// (a negative stored value among them).
+	PodHealth uint8
 }
+
+// fuzzRoutingPod is a routing pod of one of the ReplicaSets built.
+type fuzzRoutingPod struct {
+	RS       uint8 // the ReplicaSet (modulo those built); its controller by UID, or another UID
+	Owner    uint8 // controlled by it, another UID, no owner
+	Restarts uint8 // restartCount: fuzzRestarts
+	Last     uint8 // last termination: none, OOMKilled 137, Error 1, Completed 0, a reason of 64 KiB
+	Finished uint8 // its finishedAt: zero, or fuzzAges from now (an hour ahead among them)
+	State    uint8 // running, CrashLoopBackOff, terminated OOMKilled now, no state, 100 statuses
+	Init     uint8 // odd: the status is an init container's (a native sidecar's)
+}
+
+// fuzzRestarts are restart counts a pod status may carry.
+var fuzzRestarts = []int32{0, 1, 2, 5, -1, 1 << 30}
 
 // fuzzRecord is a revision record (history.go) a cluster may hold.
 type fuzzRecord struct {
@@ -710,6 +737,17 @@ func fuzzObserved(statusIn, clusterIn []byte, clock int64) Observed {
 	}
 	for i, f := range c.Pods {
 		o.Pods = append(o.Pods, fuzzMigrationPod(rsvc, o.Jobs, f, i))
+	}
+	switch {
+	case c.PodHealth%5 == 1:
+		rsvc.Spec.Strategy.PodHealth = &routingv1alpha1.PodHealth{Mode: routingv1alpha1.PodHealthOff}
+	case c.PodHealth%5 > 1:
+		rsvc.Spec.Strategy.PodHealth = &routingv1alpha1.PodHealth{Mode: routingv1alpha1.PodHealthEnforce, MaxRestarts: ptr.To(int32(c.PodHealth%5) - 3)}
+	}
+	for i, f := range c.RoutingPods {
+		if len(o.ReplicaSets) > 0 && i < 16 {
+			o.Pods = append(o.Pods, fuzzRoutingPodOf(o.ReplicaSets[int(f.RS)%len(o.ReplicaSets)], f, i, o.Now))
+		}
 	}
 	switch c.Conflict % 5 {
 	case 1:
@@ -1019,6 +1057,52 @@ func fuzzMigrationPod(rsvc *routingv1alpha1.RoutingService, jobs []*batchv1.Job,
 		pod.OwnerReferences = []metav1.OwnerReference{{APIVersion: "batch/v1", Kind: "Job", Name: j.Name, UID: j.UID, Controller: ptr.To(true)}}
 	}
 	pod.Status.Phase = pick(f.Phase, []corev1.PodPhase{"", corev1.PodSucceeded, corev1.PodFailed, corev1.PodRunning})
+	return pod
+}
+
+// fuzzRoutingPodOf builds routing pod i of rs from f (podhealth.go reads it).
+func fuzzRoutingPodOf(rs *appsv1.ReplicaSet, f fuzzRoutingPod, i int, now time.Time) *corev1.Pod {
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("%s-pod-%d", rs.Name, i), Namespace: rs.Namespace, Labels: rs.Spec.Template.Labels,
+		UID: types.UID(fmt.Sprintf("pod-%d", i))}}
+	switch f.Owner % 3 {
+	case 0:
+		pod.OwnerReferences = []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "ReplicaSet", Name: rs.Name, UID: rs.UID, Controller: ptr.To(true)}}
+	case 1:
+		pod.OwnerReferences = []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "ReplicaSet", Name: rs.Name, UID: "other", Controller: ptr.To(true)}}
+	}
+	cs := corev1.ContainerStatus{Name: "app", RestartCount: pick(f.Restarts, fuzzRestarts)}
+	var finished metav1.Time
+	if f.Finished%8 > 0 {
+		finished = metav1.Time{Time: now.Add(pick(f.Finished-1, fuzzAges))}
+	}
+	switch f.Last % 5 {
+	case 1:
+		cs.LastTerminationState.Terminated = &corev1.ContainerStateTerminated{Reason: "OOMKilled", ExitCode: 137, FinishedAt: finished}
+	case 2:
+		cs.LastTerminationState.Terminated = &corev1.ContainerStateTerminated{Reason: "Error", ExitCode: 1, FinishedAt: finished}
+	case 3:
+		cs.LastTerminationState.Terminated = &corev1.ContainerStateTerminated{Reason: "Completed", FinishedAt: finished}
+	case 4:
+		cs.LastTerminationState.Terminated = &corev1.ContainerStateTerminated{Reason: strings.Repeat("\xffx", 1<<15), ExitCode: -1, FinishedAt: finished}
+	}
+	statuses := []corev1.ContainerStatus{cs}
+	switch f.State % 5 {
+	case 0:
+		statuses[0].State.Running = &corev1.ContainerStateRunning{}
+	case 1:
+		statuses[0].State.Waiting = &corev1.ContainerStateWaiting{Reason: "CrashLoopBackOff"}
+	case 2:
+		statuses[0].State.Terminated = &corev1.ContainerStateTerminated{Reason: "OOMKilled", ExitCode: 137, FinishedAt: finished}
+	case 4:
+		for len(statuses) < 100 {
+			statuses = append(statuses, cs)
+		}
+	}
+	if f.Init%2 == 1 {
+		pod.Status.InitContainerStatuses = statuses
+	} else {
+		pod.Status.ContainerStatuses = statuses
+	}
 	return pod
 }
 

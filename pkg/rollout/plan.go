@@ -21,8 +21,10 @@ type Observed struct {
 	Jobs           []*batchv1.Job
 	// ControllerRevisions are the revision records labelled with its name (history.go).
 	ControllerRevisions []*appsv1.ControllerRevision
-	// Pods are the migration Jobs' pods (labelled with the RoutingService's name), read only to
-	// say why a migration is stuck or failed.
+	// Pods are the RoutingService's pods (labelled with its name): its Jobs' pods, read for
+	// schema reports and to say why a Job is stuck or failed, and its routing pods, read by the
+	// pod-health gate (podhealth.go) for the update revision's restarts. The planner reads a pod
+	// only through its controller reference (a Job's or a ReplicaSet's UID).
 	Pods []*corev1.Pod
 	// Conflicts are objects holding names the planner asked for that the RoutingService does not
 	// control, found by the reconciler after a create failed with AlreadyExists (S-21).

@@ -20,6 +20,10 @@ import (
 //	Baking      → Promoted bakeSeconds after it was complete (back to Progressing if it stops
 //	              being complete meanwhile)
 //
+// In Progressing, Baking and Promoted (until the last shard is promoted) the pod-health gate
+// reads the update revision's pods there (podhealth.go): a container restarted more than
+// maxRestarts times fails the shard; a tolerated restart while baking starts the bake over.
+//
 // A Promoted shard whose counts drift (replicas changed, pods lost) is stepped back towards the
 // spec without blocking the shards after it. Promoting the stable revision itself (a revert)
 // skips the bake: it is the last-known-good.
@@ -59,11 +63,17 @@ func (p *planner) promote() {
 
 		switch ss.Step {
 		case routingv1alpha1.ShardStepPromoted:
+			if p.podHealthGate(ss) {
+				return
+			}
 			if !complete {
 				p.rollTowards(shard, p.update, b, "promoted shard drifted from its spec")
 			}
 			continue
 		case routingv1alpha1.ShardStepBaking:
+			if p.podHealthGate(ss) {
+				return
+			}
 			if !complete {
 				p.stepTo(ss, routingv1alpha1.ShardStepProgressing)
 				p.event(true, EventShardRegressed, "shard %s stopped being fully available while baking revision %s", shard.Name, p.update)
@@ -104,6 +114,9 @@ func (p *planner) promote() {
 		}
 
 		// Pending or Progressing (or a Failed step of a revision being tried again).
+		if ss.Step == routingv1alpha1.ShardStepProgressing && p.podHealthGate(ss) {
+			return
+		}
 		if complete {
 			var progressed time.Duration
 			if ss.Step == routingv1alpha1.ShardStepProgressing {

@@ -186,6 +186,7 @@ func (w *world) apply(a Action) {
 		w.seq++
 		rs.CreationTimestamp = metav1.Time{Time: w.now.Add(time.Duration(w.seq) * time.Millisecond)}
 		rs.Generation = 1
+		rs.UID = types.UID("uid-" + rs.Name)
 		w.rss[rs.Name] = rs
 	case ScaleReplicaSet:
 		rs := w.rss[a.ReplicaSet.Name]
