@@ -420,6 +420,31 @@ func TestLoseEveryNthRoute(t *testing.T) {
 	}
 }
 
+// --memory-per-request keeps that many bytes per routed request: the resident set grows with load.
+func TestMemoryPerRequest(t *testing.T) {
+	for _, bad := range []string{"-1", "99999999999"} {
+		if _, err := parseServeFlags([]string{"--database-url=postgres://x/y", "--memory-per-request=" + bad}); err == nil {
+			t.Errorf("--memory-per-request=%s accepted", bad)
+		}
+	}
+	c, err := parseServeFlags([]string{"--database-url=postgres://x/y", "--memory-per-request=1048576"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := newServer(c)
+	h := s.handler()
+	for i := 0; i < 8; i++ {
+		h.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest(http.MethodGet, "http://a.example/", nil))
+	}
+	kept := 0
+	for _, b := range s.ballast {
+		kept += len(b)
+	}
+	if kept != 8<<20 {
+		t.Fatalf("kept %d bytes after 8 requests, want %d", kept, 8<<20)
+	}
+}
+
 // golang-migrate marks the database dirty at version n while migration n runs (and leaves it so
 // if n fails half-way): every migration below n is complete. A binary that needs a schema below
 // n keeps serving, so a migration that is slow, or waits for a lock, never takes the serving

@@ -83,6 +83,10 @@ type serveConfig struct {
 	// (issue 11's bad v2): every Nth domain of the table, in sorted order, is dropped after each
 	// load, so those domains answer 404. 0: none.
 	LoseRoutes int
+	// MemoryPerRequest reproduces a binary whose memory grows with load (scenario R-7): each
+	// routed request keeps this many bytes, touched, for the life of the process, so under a
+	// memory limit the process is OOM-killed after limit/MemoryPerRequest requests. 0: none.
+	MemoryPerRequest int
 }
 
 const (
@@ -120,6 +124,7 @@ func parseServeFlags(args []string) (serveConfig, error) {
 	fs.StringVar(&c.UnreadyInRegion, "unready-in-region", "", "test aid: /ready answers 503 when $REGION is this region")
 	fs.IntVar(&c.CrashAfter, "crash-after", 20, "with --crash-in-region: routed requests before the exit")
 	fs.IntVar(&c.LoseRoutes, "lose-every-nth-route", 0, "test aid: drop every Nth domain of the loaded table (sorted), which then answers 404 while /ready stays 200")
+	fs.IntVar(&c.MemoryPerRequest, "memory-per-request", 0, "test aid: bytes each routed request keeps for the life of the process (memory that grows with load)")
 	fs.DurationVar(&c.ShutdownDelay, "shutdown-delay", 2*time.Second, "after SIGTERM, keep serving this long with /ready failing before closing the listener")
 	_ = fs.Parse(args)
 	c.Listen = orEnv(c.Listen, "POD_IP", ":8080", "127.0.0.1:8080")
@@ -145,6 +150,8 @@ func parseServeFlags(args []string) (serveConfig, error) {
 		return c, fmt.Errorf("--target-column must be a lower-case column name, not %q", c.TargetColumn)
 	case c.LoseRoutes < 0:
 		return c, fmt.Errorf("--lose-every-nth-route must be 0 or more, not %d", c.LoseRoutes)
+	case c.MemoryPerRequest < 0 || c.MemoryPerRequest > 64<<20:
+		return c, fmt.Errorf("--memory-per-request must be 0 to %d bytes, not %d", 64<<20, c.MemoryPerRequest)
 	case c.Refresh <= 0 || c.CacheTTL <= 0:
 		return c, fmt.Errorf("--refresh and --cache-ttl must be positive")
 	}

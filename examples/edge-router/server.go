@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -23,6 +24,9 @@ type server struct {
 	requests *prometheus.CounterVec
 	draining atomic.Bool
 	routed   atomic.Int64
+	// ballast is what --memory-per-request kept.
+	ballastMu sync.Mutex
+	ballast   [][]byte
 }
 
 func newServer(cfg serveConfig) *server {
@@ -98,6 +102,9 @@ func (s *server) route(w http.ResponseWriter, r *http.Request) {
 		log.Printf("crashing under load in region %s, as --crash-in-region asks", s.cfg.Region)
 		os.Exit(1)
 	}
+	if n := s.cfg.MemoryPerRequest; n > 0 {
+		s.keep(n)
+	}
 	rt, ok := s.table.lookup(host)
 	if !ok {
 		s.requests.WithLabelValues("404").Inc()
@@ -137,4 +144,16 @@ func serve(ctx context.Context, cfg serveConfig) error {
 	drain, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	return srv.Shutdown(drain)
+}
+
+// keep allocates n bytes, touches every page so that they count in the resident set, and keeps
+// them for the life of the process (--memory-per-request).
+func (s *server) keep(n int) {
+	b := make([]byte, n)
+	for i := 0; i < len(b); i += 4096 {
+		b[i] = 1
+	}
+	s.ballastMu.Lock()
+	s.ballast = append(s.ballast, b)
+	s.ballastMu.Unlock()
 }

@@ -5,6 +5,8 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -239,49 +241,75 @@ func replicasOf(t *testing.T, ns string) map[string]int32 {
 	return out
 }
 
-// R-3 one bad region: v2 exits under load in us-east only. The damage stays in us-east, for at
-// most the progress deadline; eu-west and ap-south never run v2; us-east is back on v1 after.
+// R-3 one bad region: v2 exits under load in us-east only (after 10 routed requests), and the
+// kubelet (the node agent) restarts it. The damage stays in us-east; eu-west and ap-south never
+// run v2; us-east is back on v1 after. With the pod-health gate (the default, no check written)
+// the first restart fails the shard (PodRestarted or PodCrashLooping, naming the pod); with
+// podHealth Off only the 20 s progress deadline ends it, as before the gate existed.
 func TestIncidentR3OneBadRegion(t *testing.T) {
 	t.Parallel()
 	realStack(t)
-	ns := kit().NewNamespace(t)
-	checker.ExemptI2(ns, "R-3: v2's pods crash under load by design; schemagate's own steps are checked by the planner tests")
-	db := database(t, pg, "r3", 0)
-	ctx := context.Background()
-	rs := realRoutingService(ns, db)
-	rs.Spec.Strategy.ProgressDeadlineSeconds = ptr.To(int32(20))
-	if err := k8s.Create(ctx, rs); err != nil {
-		t.Fatal(err)
+	for _, c := range []struct {
+		name   string
+		off    bool
+		reason []string
+	}{
+		{"pod-health gate", false, []string{routingv1alpha1.ReasonPodRestarted, routingv1alpha1.ReasonPodCrashLooping}},
+		{"podHealth Off", true, []string{routingv1alpha1.ReasonProgressDeadlineExceeded}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			ns := kit().NewNamespace(t)
+			checker.ExemptI2(ns, "R-3: v2's pods crash under load by design; schemagate's own steps are checked by the planner tests")
+			db := database(t, pg, "r3_"+map[bool]string{false: "gate", true: "off"}[c.off], 0)
+			ctx := context.Background()
+			rs := realRoutingService(ns, db)
+			rs.Spec.Strategy.ProgressDeadlineSeconds = ptr.To(int32(20))
+			if c.off {
+				rs.Spec.Strategy.PodHealth = &routingv1alpha1.PodHealth{Mode: routingv1alpha1.PodHealthOff}
+			}
+			if err := k8s.Create(ctx, rs); err != nil {
+				t.Fatal(err)
+			}
+			kit().WaitReady(t, ns, 3*time.Minute)
+			services := regionPods(rsvcSelector)
+			waitServed(t, ns, services)
+			gen := startTraffic(ns, services)
+			time.Sleep(3 * time.Second)
+			began := time.Now()
+			kit().Update(t, ns, func(r *routingv1alpha1.RoutingService) {
+				r.Spec.Template.Spec.Containers[0].Image = routerImage + ":v2"
+				r.Spec.Template.Spec.Containers[0].Args = append(r.Spec.Template.Spec.Containers[0].Args[:0:0],
+					"serve", "--schema=1", "--revision=v2", "--refresh=500ms", "--crash-in-region=us-east", "--crash-after=10")
+			})
+			story.Eventually(t, 2*time.Minute, fmt.Sprintf("Stalled %v, rolled back", c.reason), func() error {
+				c2 := story.Condition(kit().Get(t, ns), routingv1alpha1.ConditionStalled)
+				if c2 == nil || c2.Status != metav1.ConditionTrue || !slices.Contains(c.reason, c2.Reason) {
+					return fmt.Errorf("Stalled %+v", c2)
+				}
+				return kit().ServingIs(t, ns, realV1)()
+			})
+			took := time.Since(began)
+			f := kit().Get(t, ns).Status.Failure
+			if f == nil || f.Shard != "us-east" || !slices.Contains(c.reason, f.Reason) {
+				t.Fatalf("status.failure %+v", f)
+			}
+			if !c.off && (!strings.Contains(f.Message, "container router") || !strings.Contains(f.Message, "rs-a-us-east-")) {
+				t.Errorf("the failure does not name the pod and the container: %s", f.Message)
+			}
+			time.Sleep(3 * time.Second)
+			rep := gen.Stop()
+			table(t, "R-3 one bad region (schemagate, "+c.name+")", rep)
+			for _, shard := range []string{"eu-west", "ap-south"} {
+				if tot := rep.Totals[shard]; tot.Revisions["v2"] > 0 || tot.NotFound > 0 || tot.Errors() > 0 {
+					t.Errorf("%s was touched by the bad revision: %+v", shard, tot)
+				}
+			}
+			if tot := rep.Totals["us-east"]; tot.MaxGap > 25*time.Second {
+				t.Errorf("us-east was without a good answer for %s, more than the progress deadline", tot.MaxGap)
+			}
+			t.Logf("R-3 %s: rolled back %s after the update; us-east: %d requests, %d errors, %d × 404",
+				c.name, took.Round(time.Second), rep.Totals["us-east"].Requests, rep.Totals["us-east"].Errors(), rep.Totals["us-east"].NotFound)
+		})
 	}
-	kit().WaitReady(t, ns, 3*time.Minute)
-	services := regionPods(rsvcSelector)
-	waitServed(t, ns, services)
-	gen := startTraffic(ns, services)
-	time.Sleep(3 * time.Second)
-	began := time.Now()
-	kit().Update(t, ns, func(r *routingv1alpha1.RoutingService) {
-		r.Spec.Template.Spec.Containers[0].Image = routerImage + ":v2"
-		r.Spec.Template.Spec.Containers[0].Args = append(r.Spec.Template.Spec.Containers[0].Args[:0:0],
-			"serve", "--schema=1", "--revision=v2", "--refresh=500ms", "--crash-in-region=us-east", "--crash-after=10")
-	})
-	story.Eventually(t, 2*time.Minute, "Stalled ProgressDeadlineExceeded, rolled back", func() error {
-		c := story.Condition(kit().Get(t, ns), routingv1alpha1.ConditionStalled)
-		if c == nil || c.Status != metav1.ConditionTrue || c.Reason != routingv1alpha1.ReasonProgressDeadlineExceeded {
-			return fmt.Errorf("Stalled %+v", c)
-		}
-		return kit().ServingIs(t, ns, realV1)()
-	})
-	took := time.Since(began)
-	time.Sleep(3 * time.Second)
-	rep := gen.Stop()
-	table(t, "R-3 one bad region (schemagate)", rep)
-	for _, shard := range []string{"eu-west", "ap-south"} {
-		if tot := rep.Totals[shard]; tot.Revisions["v2"] > 0 || tot.NotFound > 0 || tot.Errors() > 0 {
-			t.Errorf("%s was touched by the bad revision: %+v", shard, tot)
-		}
-	}
-	if tot := rep.Totals["us-east"]; tot.MaxGap > 25*time.Second {
-		t.Errorf("us-east was without a good answer for %s, more than the progress deadline", tot.MaxGap)
-	}
-	t.Logf("rolled back %s after the update", took.Round(time.Second))
 }

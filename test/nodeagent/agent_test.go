@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net"
 	"net/http"
 	"net/netip"
 	"os"
@@ -18,6 +19,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 )
@@ -314,6 +316,34 @@ func TestCrashLoopBackOff(t *testing.T) {
 	if gaps[0] < 700*time.Millisecond || gaps[1] < 1500*time.Millisecond || gaps[2] < 3500*time.Millisecond ||
 		gaps[1] < gaps[0]+500*time.Millisecond || gaps[2] < gaps[1]+time.Second {
 		t.Fatalf("back-off does not double: %v", gaps)
+	}
+}
+
+// A container past its memory limit is killed and reported as the kubelet reports an OOM kill:
+// last termination OOMKilled, exit code 137, a restart under restartPolicy Always, Ready again.
+func TestMemoryLimitOOMKills(t *testing.T) {
+	t.Parallel()
+	ns := namespace(t)
+	c := serverContainer("c")
+	c.Resources.Limits = corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("96Mi")}
+	createPod(t, ns, processPod("hungry", regions[0], c))
+	p := waitPod(t, ns, "hungry", 30*time.Second, "Ready", podReady)
+	if s := p.Status.ContainerStatuses[0]; s.RestartCount != 0 {
+		t.Fatalf("restarted below its limit: %s", describeContainers(p))
+	}
+	call(t, p.Status.PodIP, 8080, "/grow?mb=32", nil) // well below the limit: nothing happens
+	time.Sleep(500 * time.Millisecond)
+	if p, _ := client.CoreV1().Pods(ns).Get(bg, "hungry", metav1.GetOptions{}); p.Status.ContainerStatuses[0].RestartCount != 0 {
+		t.Fatalf("killed below its limit: %s", describeContainers(p))
+	}
+	// The request may not be answered: the process dies while it allocates.
+	go func() { _, _ = http.Get("http://" + net.JoinHostPort(p.Status.PodIP, "8080") + "/grow?mb=160") }()
+	p = waitPod(t, ns, "hungry", 30*time.Second, "OOM-killed, restarted and Ready", func(p *corev1.Pod) bool {
+		return p.Status.ContainerStatuses[0].RestartCount == 1 && podReady(p)
+	})
+	last := p.Status.ContainerStatuses[0].LastTerminationState.Terminated
+	if last == nil || last.Reason != "OOMKilled" || last.ExitCode != 137 {
+		t.Fatalf("last termination %+v, want OOMKilled with exit code 137", last)
 	}
 }
 

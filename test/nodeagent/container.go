@@ -54,10 +54,17 @@ func (p *pod) runContainer(i int) {
 			p.event(corev1.EventTypeNormal, "Started", "Started container "+c.Name)
 			ctx, cancel := context.WithCancel(context.Background())
 			go p.runProbes(ctx, i, c, proc)
+			go proc.enforceMemory(memoryLimit(c))
 			<-proc.done
 			cancel()
+			reason := exitReason(proc.exitCode)
+			if proc.oomKilled.Load() {
+				// As the kubelet reports a container the kernel's OOM killer ended.
+				reason = "OOMKilled"
+				p.event(corev1.EventTypeWarning, "OOMKilling", fmt.Sprintf("Memory limit of container %s exceeded: killed", c.Name))
+			}
 			p.setTerminated(i, &corev1.ContainerStateTerminated{
-				ExitCode: proc.exitCode, Reason: exitReason(proc.exitCode),
+				ExitCode: proc.exitCode, Reason: reason,
 				Message:     p.terminationMessage(c, restarts, proc.exitCode),
 				StartedAt:   metav1.NewTime(proc.started.Truncate(time.Second)),
 				FinishedAt:  metav1.NewTime(proc.finished.Truncate(time.Second)),

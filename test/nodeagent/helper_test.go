@@ -82,6 +82,9 @@ func helperMain(mode string, args []string) int {
 	return 2
 }
 
+// ballast is what /grow allocated.
+var ballast [][]byte
+
 func serve(port int, ready, ignoreTerm, child bool) int {
 	var isReady, isLive atomic.Bool
 	isReady.Store(ready)
@@ -112,6 +115,17 @@ func serve(port int, ready, ignoreTerm, child bool) int {
 	mux.HandleFunc("/healthz", status(&isLive))
 	mux.HandleFunc("/set-ready", flip(&isReady))
 	mux.HandleFunc("/set-live", flip(&isLive))
+	mux.HandleFunc("/grow", func(w http.ResponseWriter, r *http.Request) {
+		// Allocates and touches ?mb= MiB more, kept until the process ends (the memory limit test).
+		mb, _ := strconv.Atoi(r.URL.Query().Get("mb"))
+		for i := 0; i < mb; i++ {
+			b := make([]byte, 1<<20)
+			for j := range b {
+				b[j] = byte(j)
+			}
+			ballast = append(ballast, b)
+		}
+	})
 	mux.HandleFunc("/env", func(w http.ResponseWriter, _ *http.Request) {
 		env := map[string]string{}
 		for _, kv := range os.Environ() {

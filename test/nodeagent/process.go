@@ -21,6 +21,9 @@ type process struct {
 	finished time.Time
 
 	killOnce sync.Once
+	// oomKilled: the memory watchdog killed it for passing its container's memory limit
+	// (memory.go); its termination is then reported as OOMKilled.
+	oomKilled oomFlag
 }
 
 // spawnRequest asks the spawner thread to start cmd.
