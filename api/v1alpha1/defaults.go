@@ -191,6 +191,9 @@ const (
 	DefaultFailureLimit int32 = 0
 	// DefaultInconclusiveLimit is inconclusiveLimit's default, in inconclusive measurements.
 	DefaultInconclusiveLimit int32 = 0
+	// DefaultMinSuccessful is minSuccessful's default, in successful measurements: no data is
+	// never a pass.
+	DefaultMinSuccessful int32 = 1
 	// DefaultConsecutiveErrorLimit is consecutiveErrorLimit's default (Argo Rollouts' too).
 	DefaultConsecutiveErrorLimit int32 = 4
 	// DefaultMeasurementTimeoutSeconds is timeoutSeconds' default, in seconds.
@@ -228,6 +231,11 @@ func (m *Measurement) FailureLimitOrDefault() int32 {
 // InconclusiveLimitOrDefault returns inconclusiveLimit (default 0, at least 0).
 func (m *Measurement) InconclusiveLimitOrDefault() int32 {
 	return max(0, ptr.Deref(m.InconclusiveLimit, DefaultInconclusiveLimit))
+}
+
+// MinSuccessfulOrDefault returns minSuccessful (default 1), at least 1 and at most count.
+func (m *Measurement) MinSuccessfulOrDefault() int32 {
+	return min(max(1, ptr.Deref(m.MinSuccessful, DefaultMinSuccessful)), m.CountOrDefault())
 }
 
 // ConsecutiveErrorLimitOrDefault returns consecutiveErrorLimit (default 4, at least 0).

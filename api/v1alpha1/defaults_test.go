@@ -124,6 +124,7 @@ func TestCRDDefaultsMatchGoConstants(t *testing.T) {
 		"strategy.checks.failureLimit":                    DefaultFailureLimit,
 		"strategy.checks.inconclusiveLimit":               DefaultInconclusiveLimit,
 		"strategy.checks.consecutiveErrorLimit":           DefaultConsecutiveErrorLimit,
+		"strategy.checks.minSuccessful":                   DefaultMinSuccessful,
 		"strategy.checks.timeoutSeconds":                  DefaultMeasurementTimeoutSeconds,
 	}
 	// Inside a list element the CRD declares no default (hack/crdtrim removes them: a GitOps diff

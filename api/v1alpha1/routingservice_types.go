@@ -690,6 +690,16 @@ type Measurement struct {
 	// +kubebuilder:validation:Maximum=1000
 	ConsecutiveErrorLimit *int32 `json:"consecutiveErrorLimit,omitempty"`
 
+	// minSuccessful is how many successful measurements a pass needs: no data, NaN and errors are
+	// never a pass on their own, so a check that reached count with fewer successes goes on
+	// measuring until it has them or a limit ends it (inconclusiveLimit holds the shard,
+	// failureLimit and consecutiveErrorLimit fail it). At most count. Default 1.
+	// +optional
+	// +kubebuilder:default=1
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=1000
+	MinSuccessful *int32 `json:"minSuccessful,omitempty"`
+
 	// timeoutSeconds bounds one measurement (connect, request and response), in seconds; past
 	// it the measurement is an error. Default 10.
 	// +optional
@@ -700,8 +710,10 @@ type Measurement struct {
 }
 
 // HTTPCheck is an HTTP GET the manager sends. In url and in header values, {{shard}},
-// {{revision}}, {{namespace}}, {{name}} and {{schemaVersion}} are replaced by the shard's name,
-// the update revision, the RoutingService's namespace and name, and spec.schema.version.
+// {{revision}}, {{stableRevision}}, {{namespace}}, {{name}} and {{schemaVersion}} are replaced by
+// the shard's name, the update revision, the stable revision (status.stableRevision: the one the
+// shards not yet promoted serve; "none" in a first rollout), the RoutingService's namespace and
+// name, and spec.schema.version.
 type HTTPCheck struct {
 	// url is the http or https URL to GET.
 	// +required
@@ -761,7 +773,8 @@ type JSONCondition struct {
 }
 
 // PrometheusCheck is a PromQL instant query the manager runs. In query, {{shard}}, {{revision}},
-// {{namespace}}, {{name}} and {{schemaVersion}} are replaced as in HTTPCheck.
+// {{stableRevision}}, {{namespace}}, {{name}} and {{schemaVersion}} are replaced as in HTTPCheck,
+// so a query can compare the update revision with the stable one (docs/pod-health.md).
 type PrometheusCheck struct {
 	// address is the Prometheus server's base URL, e.g. http://prometheus.monitoring:9090.
 	// +required

@@ -252,6 +252,11 @@ func (in *Measurement) DeepCopyInto(out *Measurement) {
 		*out = new(int32)
 		**out = **in
 	}
+	if in.MinSuccessful != nil {
+		in, out := &in.MinSuccessful, &out.MinSuccessful
+		*out = new(int32)
+		**out = **in
+	}
 	if in.TimeoutSeconds != nil {
 		in, out := &in.TimeoutSeconds, &out.TimeoutSeconds
 		*out = new(int32)

@@ -79,10 +79,11 @@ func errorf(format string, args ...any) result {
 	return result{phase: routingv1alpha1.MeasurementError, message: fmt.Sprintf(format, args...)}
 }
 
-// expand replaces {{shard}}, {{revision}}, {{namespace}}, {{name}} and {{schemaVersion}} in s.
+// expand replaces {{shard}}, {{revision}}, {{stableRevision}}, {{namespace}}, {{name}} and
+// {{schemaVersion}} in s.
 func expand(s string, vars map[string]string) string {
 	pairs := make([]string, 0, 2*len(vars))
-	for _, k := range []string{"shard", "revision", "namespace", "name", "schemaVersion"} {
+	for _, k := range []string{"shard", "revision", "stableRevision", "namespace", "name", "schemaVersion"} {
 		pairs = append(pairs, "{{"+k+"}}", vars[k])
 	}
 	return strings.NewReplacer(pairs...).Replace(s)

@@ -234,3 +234,13 @@ func FuzzJSONField(f *testing.F) {
 		_, _ = jsonField(jp, []byte(body))
 	})
 }
+
+// Every placeholder the API documents is replaced, {{stableRevision}} among them (a comparison of
+// the update revision with the stable one); an unknown one is left as written.
+func TestExpandPlaceholders(t *testing.T) {
+	vars := map[string]string{"shard": "us-east", "revision": "r2", "stableRevision": "r1", "namespace": "edge", "name": "rs-a", "schemaVersion": "2"}
+	got := expand(`{{shard}} {{revision}} {{stableRevision}} {{namespace}} {{name}} {{schemaVersion}} {{other}}`, vars)
+	if want := "us-east r2 r1 edge rs-a 2 {{other}}"; got != want {
+		t.Fatalf("expand = %q, want %q", got, want)
+	}
+}

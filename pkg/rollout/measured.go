@@ -1,6 +1,7 @@
 package rollout
 
 import (
+	"cmp"
 	"fmt"
 	"strings"
 	"time"
@@ -48,7 +49,8 @@ func (p *planner) measuredCheck(shard string, check *routingv1alpha1.ShardCheck,
 	taken, ok := p.takenMeasurement(key)
 	if !ok {
 		p.plan.Measurements = append(p.plan.Measurements, MeasurementRequest{MeasurementKey: key, Check: *check.DeepCopy(), Vars: map[string]string{
-			"shard": shard, "revision": p.update, "namespace": p.rsvc.Namespace, "name": p.rsvc.Name, "schemaVersion": p.rsvc.Spec.Schema.Version,
+			"shard": shard, "revision": p.update, "stableRevision": cmp.Or(p.status.StableRevision, "none"),
+			"namespace": p.rsvc.Namespace, "name": p.rsvc.Name, "schemaVersion": p.rsvc.Spec.Schema.Version,
 		}})
 		p.requeueAt(p.now.Add(m.Interval()))
 		return st
@@ -96,7 +98,8 @@ func fatalMessage(st *routingv1alpha1.ShardCheckStatus) bool {
 
 // measuredPhase is the phase the counters give, and its message, in the order Argo Rollouts
 // users know: failures beyond failureLimit, then errors in a row beyond consecutiveErrorLimit,
-// then inconclusive results beyond inconclusiveLimit, then count reached.
+// then inconclusive results beyond inconclusiveLimit, then count reached with at least
+// minSuccessful successes (count reached with fewer measures on: no data is not a pass).
 func measuredPhase(st *routingv1alpha1.ShardCheckStatus, m *routingv1alpha1.Measurement) (routingv1alpha1.CheckPhase, string) {
 	last := "no measurement yet"
 	if n := len(st.Measurements); n > 0 {
@@ -110,8 +113,11 @@ func measuredPhase(st *routingv1alpha1.ShardCheckStatus, m *routingv1alpha1.Meas
 		return routingv1alpha1.CheckPhaseFailed, fmt.Sprintf("%d measurements in a row ended in an error (consecutiveErrorLimit %d); %s", st.ConsecutiveErrors, m.ConsecutiveErrorLimitOrDefault(), last)
 	case st.Inconclusive > m.InconclusiveLimitOrDefault():
 		return routingv1alpha1.CheckPhaseInconclusive, fmt.Sprintf("%d of %d measurements were inconclusive (inconclusiveLimit %d); %s; promote to go on, or abort", st.Inconclusive, st.Count, m.InconclusiveLimitOrDefault(), last)
-	case decided >= m.CountOrDefault():
+	case decided >= m.CountOrDefault() && st.Successful >= m.MinSuccessfulOrDefault():
 		return routingv1alpha1.CheckPhasePassed, fmt.Sprintf("%d of %d measurements successful; %s", st.Successful, st.Count, last)
+	case decided >= m.CountOrDefault():
+		// No data is not a pass: it measures on until minSuccessful or a limit decides.
+		return routingv1alpha1.CheckPhaseRunning, fmt.Sprintf("%d measurements taken, %d successful: a pass needs %d (minSuccessful); %s", decided, st.Successful, m.MinSuccessfulOrDefault(), last)
 	}
 	return routingv1alpha1.CheckPhaseRunning, fmt.Sprintf("%d of %d measurements taken; %s", decided, m.CountOrDefault(), last)
 }

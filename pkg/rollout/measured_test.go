@@ -246,3 +246,38 @@ func TestMeasuredCheckDistrustsEditedStatus(t *testing.T) {
 	}
 	_ = fmt.Sprint()
 }
+
+// No data is not a pass: with inconclusiveLimit raised to 3 and count 1, a first measurement that
+// found no data does not pass the check; it measures on until a successful one comes (the default
+// minSuccessful is 1), and a run of no data past the limit holds the shard instead. The stable
+// revision is in each request ({{stableRevision}}) for comparisons.
+func TestMeasuredCheckNeedsMinSuccessful(t *testing.T) {
+	w := steady(t)
+	stable := w.rsvc.Status.StableRevision
+	withMeasuredCheck(w, "routes", 1, func(req MeasurementRequest, n int) (routingv1alpha1.MeasurementPhase, string, bool) {
+		if req.Shard == "us-east" && n <= 2 {
+			return routingv1alpha1.MeasurementInconclusive, "no data", false
+		}
+		if req.Shard == "eu-west" {
+			return routingv1alpha1.MeasurementInconclusive, "no data", false
+		}
+		return routingv1alpha1.MeasurementSuccessful, "1", false
+	})
+	w.rsvc.Spec.Strategy.Checks[0].InconclusiveLimit = ptr.To(int32(3))
+	w.update("app:v2", "1", "migrate:ok")
+	w.run(400, func() bool { return w.shardStep("us-east") == routingv1alpha1.ShardStepPromoted })
+	if n := w.measuredIn("us-east"); n != 3 {
+		t.Fatalf("us-east measured %d times: it passed on no data, or measured past its success", n)
+	}
+	if v := w.measured[0].Vars["stableRevision"]; v != stable || v == "" {
+		t.Fatalf("stableRevision %q, want %q", v, stable)
+	}
+	w.tick() // the controllers act on what that reconcile did
+	w.run(400, func() bool { return w.reason(routingv1alpha1.ConditionReconciling) == routingv1alpha1.ReasonShardCheckInconclusive })
+	if n := w.measuredIn("eu-west"); n != 4 {
+		t.Fatalf("eu-west measured %d times before it held, want 4 (inconclusiveLimit 3)", n)
+	}
+	if w.shardStep("eu-west") == routingv1alpha1.ShardStepPromoted {
+		t.Fatal("eu-west promoted on no data")
+	}
+}
