@@ -273,7 +273,9 @@ func TestMeasuredCheckNeedsMinSuccessful(t *testing.T) {
 		t.Fatalf("stableRevision %q, want %q", v, stable)
 	}
 	w.tick() // the controllers act on what that reconcile did
-	w.run(400, func() bool { return w.reason(routingv1alpha1.ConditionReconciling) == routingv1alpha1.ReasonShardCheckInconclusive })
+	w.run(400, func() bool {
+		return w.reason(routingv1alpha1.ConditionReconciling) == routingv1alpha1.ReasonShardCheckInconclusive
+	})
 	if n := w.measuredIn("eu-west"); n != 4 {
 		t.Fatalf("eu-west measured %d times before it held, want 4 (inconclusiveLimit 3)", n)
 	}
