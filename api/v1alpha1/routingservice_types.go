@@ -806,6 +806,15 @@ type PrometheusCheck struct {
 	// +optional
 	// +kubebuilder:validation:MaxLength=512
 	FailureCondition string `json:"failureCondition,omitempty"`
+
+	// scrapeIntervalSeconds is, when set, the scrape interval of the series the query reads, as
+	// Prometheus is configured: a range in the query ([1m]) shorter than twice it holds fewer than
+	// two samples, so rate() over it finds no data. schemagate then warns (a Warning Event
+	// CheckWindowShort when the check starts, and kubectl schemagate plan) and measures anyway.
+	// +optional
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=3600
+	ScrapeIntervalSeconds *int32 `json:"scrapeIntervalSeconds,omitempty"`
 }
 
 // CheckWhen is a moment of a shard's step at which a check runs.

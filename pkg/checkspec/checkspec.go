@@ -11,10 +11,13 @@ package checkspec
 import (
 	"fmt"
 	"net/url"
+	"regexp"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/google/cel-go/cel"
+	"github.com/prometheus/common/model"
 	"k8s.io/client-go/util/jsonpath"
 
 	routingv1alpha1 "github.com/schemagate/schemagate/api/v1alpha1"
@@ -85,6 +88,37 @@ func Problems(spec *routingv1alpha1.RoutingServiceSpec) []Problem {
 					out = append(out, Problem{at + ".http.json.path", fmt.Sprintf("%q does not parse: %v", clip(h.JSON.Path), err)})
 				}
 			}
+		}
+	}
+	return out
+}
+
+// rangeSelector finds the ranges of a PromQL query: [5m], [1h30m], and a subquery's [30m:1m]
+// (its range, before the colon). A bracket inside a quoted label value would be read too; a
+// warning is all that depends on it.
+var rangeSelector = regexp.MustCompile(`\[([0-9]+(?:ms|[smhdwy])(?:[0-9]+(?:ms|[smhdwy]))*)(?::[^\]]*)?\]`)
+
+// Warnings lists what in spec.strategy.checks will likely measure nothing useful though it runs:
+// a prometheus query with a range shorter than twice the scrapeIntervalSeconds its check
+// declares (fewer than two samples: rate() finds no data, which is never a pass). Deterministic;
+// reads only spec.
+func Warnings(spec *routingv1alpha1.RoutingServiceSpec) []Problem {
+	var out []Problem
+	for i := range spec.Strategy.Checks {
+		p := spec.Strategy.Checks[i].Prometheus
+		if p == nil || p.ScrapeIntervalSeconds == nil || *p.ScrapeIntervalSeconds <= 0 {
+			continue
+		}
+		scrape := time.Duration(*p.ScrapeIntervalSeconds) * time.Second
+		for _, m := range rangeSelector.FindAllStringSubmatch(p.Query, 20) {
+			d, err := model.ParseDuration(m[1])
+			if err != nil || time.Duration(d) >= 2*scrape {
+				continue
+			}
+			out = append(out, Problem{fmt.Sprintf("spec.strategy.checks[%d].prometheus.query", i),
+				fmt.Sprintf("the range [%s] is shorter than twice scrapeIntervalSeconds (%ds): it holds fewer than two samples, so rate() over it finds no data; use [%s] or more",
+					m[1], *p.ScrapeIntervalSeconds, model.Duration(2*scrape))})
+			break
 		}
 	}
 	return out

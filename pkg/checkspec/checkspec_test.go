@@ -4,6 +4,8 @@ import (
 	"strings"
 	"testing"
 
+	"k8s.io/utils/ptr"
+
 	routingv1alpha1 "github.com/schemagate/schemagate/api/v1alpha1"
 )
 
@@ -83,4 +85,32 @@ func FuzzProblems(f *testing.F) {
 			t.Fatalf("CompileCondition says %v, Problems %v", err, a)
 		}
 	})
+}
+
+// A range shorter than twice the declared scrape interval is warned about (once per check);
+// ranges long enough, subqueries' steps, and checks without scrapeIntervalSeconds are not.
+func TestWarningsShortRange(t *testing.T) {
+	check := func(query string, scrape *int32) routingv1alpha1.ShardCheck {
+		return routingv1alpha1.ShardCheck{Name: "c", Prometheus: &routingv1alpha1.PrometheusCheck{Address: "http://127.0.0.1:9090", Query: query, SuccessCondition: "result < 1", ScrapeIntervalSeconds: scrape}}
+	}
+	s30 := ptr.To(int32(30))
+	spec := &routingv1alpha1.RoutingServiceSpec{Strategy: routingv1alpha1.RolloutStrategy{Checks: []routingv1alpha1.ShardCheck{
+		check(`sum(rate(x[30s])) / sum(rate(y[30s]))`, s30),
+		check(`sum(rate(x[1m])) / sum(rate(y[5m]))`, s30),
+		check(`max_over_time(rate(x[2m])[45s:15s])`, s30),
+		check(`sum(rate(x[1s]))`, nil),
+		check(`sum(rate(x[1m30s]))`, ptr.To(int32(60))),
+	}}}
+	got := Warnings(spec)
+	var fields []string
+	for _, w := range got {
+		fields = append(fields, w.Field)
+	}
+	want := []string{"spec.strategy.checks[0].prometheus.query", "spec.strategy.checks[2].prometheus.query", "spec.strategy.checks[4].prometheus.query"}
+	if strings.Join(fields, " ") != strings.Join(want, " ") {
+		t.Fatalf("warnings %v, want %v", got, want)
+	}
+	if !strings.Contains(got[0].Message, "[30s]") || !strings.Contains(got[0].Message, "use [1m] or more") {
+		t.Fatalf("message %q", got[0].Message)
+	}
 }

@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/equality"
 
 	routingv1alpha1 "github.com/schemagate/schemagate/api/v1alpha1"
+	"github.com/schemagate/schemagate/pkg/checkspec"
 	"github.com/schemagate/schemagate/pkg/rollout"
 	"github.com/schemagate/schemagate/pkg/schemaversion"
 )
@@ -318,6 +319,12 @@ func (p *Preview) risks(live, next *routingv1alpha1.RoutingService) {
 	if n.Schema.Evidence == routingv1alpha1.SchemaEvidenceJobSuccess {
 		p.Risks = append(p.Risks, Risk{"spec.schema.evidence", "JobSuccess: a migration Job that succeeds without a schema report opens the gate, so a Job that exits 0 without migrating lets pods needing schema " + n.Schema.Version + " run on an older database; Report (the default) waits for the database to confirm it"})
 	}
+	if !n.Strategy.PodHealthEnforced() && p.Rollout {
+		p.Risks = append(p.Risks, Risk{"spec.strategy.podHealth.mode", "Off: a container of the new revision that restarts, crash-loops or is OOM-killed does not fail its shard; readiness and the checks alone judge it"})
+	}
+	for _, w := range checkspec.Warnings(&n) {
+		p.Risks = append(p.Risks, Risk{w.Field, w.Message})
+	}
 	for _, s := range p.Shards {
 		if (s.Action == "re-roll" || s.Action == "create") && s.Replicas > 0 && s.Floor < s.Replicas {
 			p.Risks = append(p.Risks, Risk{"spec.strategy.maxUnavailable", fmt.Sprintf("shard %s may drop to %d of %d available pods while it re-rolls", s.Name, s.Floor, s.Replicas)})
@@ -376,7 +383,7 @@ func (p *Preview) risks(live, next *routingv1alpha1.RoutingService) {
 		}
 	}
 	if len(l.Strategy.Checks) > 0 && len(n.Strategy.Checks) == 0 {
-		p.Risks = append(p.Risks, Risk{"spec.strategy.checks", "every check is removed: shards are judged by pod readiness alone"})
+		p.Risks = append(p.Risks, Risk{"spec.strategy.checks", "every check is removed: shards are judged by pod readiness and the pod-health gate alone"})
 	}
 }
 

@@ -108,6 +108,15 @@ func TestGolden(t *testing.T) {
 		"job-success-evidence": {true, func(r *routingv1alpha1.RoutingService) {
 			r.Spec.Schema.Evidence = routingv1alpha1.SchemaEvidenceJobSuccess
 		}, false, nil},
+		// A new image with the pod-health gate turned off, and a check whose 30 s range holds
+		// fewer than two samples of a 30 s scrape.
+		"pod-health-off": {true, func(r *routingv1alpha1.RoutingService) {
+			r.Spec.Template.Spec.Containers[0].Image = "registry.example/edge-router:v2"
+			r.Spec.Strategy.PodHealth = &routingv1alpha1.PodHealth{Mode: routingv1alpha1.PodHealthOff}
+			r.Spec.Strategy.Checks = []routingv1alpha1.ShardCheck{{Name: "ratio", Prometheus: &routingv1alpha1.PrometheusCheck{
+				Address: "http://127.0.0.1:9090", Query: `sum(rate(edge_router_requests_total{code="404"}[30s]))`, SuccessCondition: "result < 1",
+				ScrapeIntervalSeconds: ptr.To(int32(30))}}}
+		}, true, nil},
 		// eu-west runs in cluster eu-1 and ap-south in ap-1: a new image re-rolls every shard, so the
 		// apply touches all three clusters.
 		"clusters-image": {true, func(r *routingv1alpha1.RoutingService) {

@@ -38,6 +38,7 @@ const (
 	EventSchemaEvidenceLost  = routingv1alpha1.ReasonSchemaEvidenceLost       // the Job that confirmed the schema is gone
 	EventCheckStarted        = "SchemaCheckStarted"                           // a check Job asks the database for its version
 	EventShardCheckPassed    = "ShardCheckPassed"                             // a check of spec.strategy.checks passed in a shard
+	EventCheckWindowShort    = "CheckWindowShort"                             // a prometheus check's range is shorter than twice its scrape interval
 )
 
 // Phases measured by Event.Duration (the manager exports them as

@@ -9,6 +9,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	routingv1alpha1 "github.com/schemagate/schemagate/api/v1alpha1"
+	"github.com/schemagate/schemagate/pkg/checkspec"
 )
 
 // measuredCheck advances an http or prometheus check of shard at when (issue 11). Its state is
@@ -30,6 +31,12 @@ func (p *planner) measuredCheck(shard string, check *routingv1alpha1.ShardCheck,
 			// which makes a new revision or a new check.
 			st.Phase = routingv1alpha1.CheckPhaseFailed
 			return st
+		}
+	}
+	if st.StartTime.Equal(&metav1.Time{Time: p.now}) && st.Count == 0 {
+		// The check starts: say once if its query's range will likely find no data.
+		if msg := p.checkWarning(check.Name); msg != "" {
+			p.checkEvent(check.Name, true, EventCheckWindowShort, "check %s in shard %s: %s", check.Name, shard, msg)
 		}
 	}
 	m := &check.Measurement
@@ -87,6 +94,22 @@ func (p *planner) measuredCheck(shard string, check *routingv1alpha1.ShardCheck,
 		p.requeueAt(p.now.Add(m.Interval()))
 	}
 	return st
+}
+
+// checkWarning is what checkspec.Warnings says of the check named name ("" when nothing).
+func (p *planner) checkWarning(name string) string {
+	for i := range p.rsvc.Spec.Strategy.Checks {
+		if p.rsvc.Spec.Strategy.Checks[i].Name != name {
+			continue
+		}
+		at := fmt.Sprintf("spec.strategy.checks[%d].", i)
+		for _, w := range checkspec.Warnings(&p.rsvc.Spec) {
+			if strings.HasPrefix(w.Field, at) {
+				return w.String()
+			}
+		}
+	}
+	return ""
 }
 
 // fatalPrefix starts the message of a check failed by a fatal measurement.

@@ -283,3 +283,27 @@ func TestMeasuredCheckNeedsMinSuccessful(t *testing.T) {
 		t.Fatal("eu-west promoted on no data")
 	}
 }
+
+// A query whose range is shorter than twice the declared scrape interval is warned about once
+// per shard, when its check starts, and measured anyway.
+func TestMeasuredCheckWarnsOfAShortWindow(t *testing.T) {
+	w := steady(t)
+	withMeasuredCheck(w, "404-ratio", 2, always(routingv1alpha1.MeasurementSuccessful, "0"))
+	w.rsvc.Spec.Strategy.Checks[0].Prometheus.ScrapeIntervalSeconds = ptr.To(int32(30)) // the query reads [30s]
+	w.update("app:v2", "1", "migrate:ok")
+	w.run(400, func() bool { return w.isTrue(routingv1alpha1.ConditionReady) })
+	if n := w.countEvents(EventCheckWindowShort); n != 3 {
+		t.Fatalf("%d CheckWindowShort Events, want one per shard (3)", n)
+	}
+	if n := w.measuredIn("ap-south"); n != 2 {
+		t.Fatalf("ap-south measured %d times, want 2", n)
+	}
+	w2 := steady(t)
+	withMeasuredCheck(w2, "404-ratio", 1, always(routingv1alpha1.MeasurementSuccessful, "0"))
+	w2.rsvc.Spec.Strategy.Checks[0].Prometheus.ScrapeIntervalSeconds = ptr.To(int32(15))
+	w2.update("app:v2", "1", "migrate:ok")
+	w2.run(400, func() bool { return w2.isTrue(routingv1alpha1.ConditionReady) })
+	if n := w2.countEvents(EventCheckWindowShort); n != 0 {
+		t.Fatalf("%d CheckWindowShort Events for a [30s] range scraped every 15 s", n)
+	}
+}
