@@ -44,6 +44,7 @@ func reasonOf(s routingv1alpha1.ClusterState) string {
 // shard in progress gets it too (schemaPlaceReturned).
 func (p *planner) readClusters() {
 	p.frozen = map[string]ClusterView{}
+	p.shifted = map[string]time.Duration{}
 	returned := map[string]time.Duration{}
 	defer func() {
 		for shard, away := range returned {
@@ -81,6 +82,7 @@ func (p *planner) readClusters() {
 			away := p.now.Sub(old.UnreachableSince.Time)
 			returned[shard.Name] = away
 			if away > 0 && (ss.Step == routingv1alpha1.ShardStepProgressing || ss.Step == routingv1alpha1.ShardStepBaking) {
+				p.shifted[shard.Name] += away
 				if ss.StepStartTime != nil {
 					ss.StepStartTime = &metav1.Time{Time: ss.StepStartTime.Add(away)}
 				}

@@ -122,6 +122,10 @@ type planner struct {
 	// frozen are the shards whose cluster is not Reachable, with what is known of it
 	// (clusters.go): no action touches them and they are never counted as promoted.
 	frozen map[string]ClusterView
+	// shifted is, by shard, how far this reconcile moved its stepStartTime and progressStartTime
+	// forward for a cluster that was away (clusters.go): the pod-health gate still counts the
+	// restarts of that time (podhealth.go).
+	shifted map[string]time.Duration
 	// terminating is Observed.TerminatingPods.
 	terminating map[types.UID]int32
 

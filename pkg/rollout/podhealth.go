@@ -27,8 +27,7 @@ const maxPodHealthContainers = 64
 // since the step started go furthest past the threshold (or, when none does, the latest restart).
 type podTrouble struct {
 	pod, container string
-	// restarts since the shard's step started: restartCount, plus one while the container is
-	// terminated and not yet restarted.
+	// restarts is the container's restartCount.
 	restarts int32
 	// reason is ReasonPodOOMKilled, ReasonPodCrashLooping or ReasonPodRestarted.
 	reason string
@@ -79,16 +78,14 @@ func (p *planner) podHealth(shard string, since time.Time) (failed *podTrouble, 
 // shows none. A restart with no finish time (a status that does not say) counts: the gate errs
 // towards failing a shard, never towards passing one.
 func (p *planner) containerTrouble(pod *corev1.Pod, cs *corev1.ContainerStatus, since time.Time) *podTrouble {
+	// restartCount alone: a container terminated and not restarted yet is not counted (a finished
+	// init container stays so for good, and a pod being deleted or evicted has its containers
+	// terminated without any restart); the kubelet counts the restart when it comes.
 	restarts := max(0, cs.RestartCount)
-	last := cs.LastTerminationState.Terminated
-	if now := cs.State.Terminated; now != nil {
-		// Terminated and not restarted yet: the restart that comes counts already.
-		restarts++
-		last = now
-	}
 	if restarts == 0 {
 		return nil
 	}
+	last := cs.LastTerminationState.Terminated
 	t := &podTrouble{pod: pod.Name, container: podText(cs.Name, 63), restarts: restarts, reason: routingv1alpha1.ReasonPodRestarted}
 	if last != nil {
 		if at := last.FinishedAt.Time; !at.IsZero() && !at.After(p.now) {
@@ -127,6 +124,9 @@ func (p *planner) podHealthGate(ss *routingv1alpha1.ShardStatus) bool {
 	if ss.ProgressStartTime != nil && ss.ProgressStartTime.Before(ss.StepStartTime) {
 		since = ss.ProgressStartTime.Time
 	}
+	// A step moved forward in this reconcile for the time a cluster was away (clusters.go): the
+	// restarts of that time still count.
+	since = since.Add(-p.shifted[ss.Name])
 	failed, latest := p.podHealth(ss.Name, since)
 	if failed != nil {
 		limit := p.rsvc.Spec.Strategy.MaxRestartsOrDefault()

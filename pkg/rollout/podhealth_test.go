@@ -199,3 +199,66 @@ func TestPodHealthHostileStatus(t *testing.T) {
 		t.Fatalf("failure %s, message of %d bytes", f.Reason, len(f.Message))
 	}
 }
+
+// Terminated is not restarted: an init container that finished (it stays Terminated, Completed,
+// for the pod's life), the containers of a pod being deleted or evicted, and a restart count at
+// the top of int32 are read as the kubelet means them (found by review).
+func TestPodHealthTerminatedIsNotARestart(t *testing.T) {
+	w := steady(t)
+	w.update("app:v2", "2", "migrate:ok")
+	w.untilBaking("us-east")
+	rs := w.rsOf("us-east", "app:v2")
+	initDone := w.restartedPod(rs, 0, "", 0, w.now, "")
+	initDone.Status.ContainerStatuses[0].LastTerminationState = corev1.ContainerState{}
+	initDone.Status.InitContainerStatuses = []corev1.ContainerStatus{{Name: "init-config",
+		State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{Reason: "Completed", FinishedAt: metav1.Time{Time: w.now}}}}}
+	deleting := w.restartedPod(rs, 0, "", 0, w.now, "")
+	deleting.DeletionTimestamp = &metav1.Time{Time: w.now}
+	deleting.Status.ContainerStatuses[0].LastTerminationState = corev1.ContainerState{}
+	deleting.Status.ContainerStatuses[0].State = corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{Reason: "Error", ExitCode: 143, FinishedAt: metav1.Time{Time: w.now}}}
+	w.run(100, func() bool { return w.shardStep("us-east") == routingv1alpha1.ShardStepPromoted })
+	if w.rsvc.Status.Failure != nil {
+		t.Fatalf("a finished init container or a pod being deleted failed the shard: %+v", w.rsvc.Status.Failure)
+	}
+	w.tick()
+	w.untilBaking("eu-west")
+	huge := w.restartedPod(w.rsOf("eu-west", "app:v2"), 1<<31-1, "OOMKilled", 137, w.now, "")
+	huge.Status.ContainerStatuses[0].State = corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{Reason: "OOMKilled", ExitCode: 137, FinishedAt: metav1.Time{Time: w.now}}}
+	w.run(100, func() bool { return w.rsvc.Status.Failure != nil })
+	if f := w.rsvc.Status.Failure; f.Reason != routingv1alpha1.ReasonPodOOMKilled || f.Shard != "eu-west" {
+		t.Fatalf("failure %+v", f)
+	}
+}
+
+// A restart while the shard's cluster was away is still counted once it answers again, though
+// its step's times move forward by the time away (the progress deadline and the bake are not
+// charged for it); so is one in a shard whose step was moved because the cluster the schema
+// Jobs run in was away (found by review).
+func TestPodHealthCountsRestartsWhileAClusterWasAway(t *testing.T) {
+	for _, schemaPlace := range []bool{false, true} {
+		t.Run(map[bool]string{false: "the shard's cluster", true: "the schema Jobs' cluster"}[schemaPlace], func(t *testing.T) {
+			w := clustered(t)
+			cut := "eu-west"
+			if schemaPlace {
+				w.rsvc.Spec.Schema.RunWithShard = "us-east"
+				cut = "us-east"
+			}
+			w.update("app:v2", "2", "migrate:ok")
+			w.untilBaking("eu-west")
+			w.step(2 * time.Second)
+			w.cut(cut, routingv1alpha1.ClusterUnreachable)
+			w.step(5 * time.Second)
+			w.restartedPod(w.rsOf("eu-west", "app:v2"), 1, "OOMKilled", 137, w.now, "")
+			for i := 0; i < 60; i++ {
+				w.step(time.Second)
+			}
+			w.restore(cut)
+			w.run(100, func() bool {
+				return w.shardStep("eu-west") == routingv1alpha1.ShardStepPromoted || w.rsvc.Status.Failure != nil
+			})
+			if f := w.rsvc.Status.Failure; f == nil || f.Reason != routingv1alpha1.ReasonPodOOMKilled || f.Shard != "eu-west" {
+				t.Fatalf("failure %+v; eu-west %s", f, w.shardStep("eu-west"))
+			}
+		})
+	}
+}

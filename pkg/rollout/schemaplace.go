@@ -82,6 +82,9 @@ func (p *planner) schemaPlaceReturned(shard string, away time.Duration) {
 		if _, frozen := p.frozen[ss.Name]; frozen {
 			continue // its own return shifts it
 		}
+		if p.shifted != nil {
+			p.shifted[ss.Name] += away
+		}
 		if ss.StepStartTime != nil {
 			ss.StepStartTime = &metav1.Time{Time: ss.StepStartTime.Add(away)}
 		}
