@@ -520,7 +520,15 @@ func TestEndpointSlicesRefuseLoopbackAddresses(t *testing.T) {
 	}
 	a := waitPod(t, ns, "web-a", 30*time.Second, "running", func(p *corev1.Pod) bool { return p.Status.Phase == corev1.PodRunning })
 	waitPod(t, ns, "web-b", 30*time.Second, "running", func(p *corev1.Pod) bool { return p.Status.Phase == corev1.PodRunning })
-	call(t, a.Status.PodIP, 8080, "/set-ready?v=true", nil)
+	// Running is the process started, not yet listening: ask until it answers.
+	eventually(t, 10*time.Second, func() string {
+		resp, err := http.Get("http://" + net.JoinHostPort(a.Status.PodIP, "8080") + "/set-ready?v=true")
+		if err != nil {
+			return err.Error()
+		}
+		_ = resp.Body.Close()
+		return ""
+	})
 	waitPod(t, ns, "web-a", 10*time.Second, "Ready", podReady)
 	eventually(t, 15*time.Second, func() string {
 		evs, err := client.CoreV1().Events(ns).List(bg, metav1.ListOptions{FieldSelector: "involvedObject.name=web,involvedObject.kind=Service,reason=FailedToUpdateEndpointSlices"})
