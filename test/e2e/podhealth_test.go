@@ -29,7 +29,7 @@ const r7Limit = "96Mi"
 // fails us-east (PodOOMKilled, naming the pod and the container), only the shards v2 touched go
 // back to v1, and ap-south never runs v2. With podHealth Off the table shows what the gate saved.
 //
-// Not parallel with the other tests: v2's pods allocate and touch 20 MiB/s each until they are
+// Not parallel with the other tests, nor its two runs with each other: v2's pods allocate and touch 20 MiB/s each until they are
 // killed, and under the Off run every region does; on 2 cores that page-faulting slowed the
 // routers of the replays running beside it past their traffic's 1 s timeout.
 func TestIncidentR7MemoryUnderLoad(t *testing.T) {
@@ -38,8 +38,7 @@ func TestIncidentR7MemoryUnderLoad(t *testing.T) {
 		name string
 		off  bool
 	}{{"pod-health gate", false}, {"podHealth Off", true}} {
-		t.Run(c.name, func(t *testing.T) {
-			t.Parallel()
+		t.Run(c.name, func(t *testing.T) { // one after the other: the Off run loads the machine
 			ns := kit().NewNamespace(t)
 			checker.ExemptI2(ns, "R-7: v2's pods are OOM-killed under load by design; schemagate's own steps are checked by the planner tests")
 			db := database(t, pg, "r7_"+map[bool]string{false: "gate", true: "off"}[c.off], 0)
