@@ -18,6 +18,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
@@ -206,6 +207,37 @@ func migrationPodOwner(_ context.Context, o client.Object) []reconcile.Request {
 	return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: o.GetNamespace(), Name: o.GetLabels()[rollout.LabelName]}}}
 }
 
+// routingPodOwner maps a routing pod to its RoutingService by the schemagate.io/name label.
+func routingPodOwner(_ context.Context, o client.Object) []reconcile.Request {
+	if o.GetLabels()[rollout.LabelComponent] != rollout.ComponentRouting || o.GetLabels()[rollout.LabelName] == "" {
+		return nil
+	}
+	return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: o.GetNamespace(), Name: o.GetLabels()[rollout.LabelName]}}}
+}
+
+// restartsChanged passes only pod updates whose containers' restart counts changed.
+var restartsChanged = predicate.Funcs{
+	CreateFunc:  func(event.CreateEvent) bool { return false },
+	DeleteFunc:  func(event.DeleteEvent) bool { return false },
+	GenericFunc: func(event.GenericEvent) bool { return false },
+	UpdateFunc: func(e event.UpdateEvent) bool {
+		o, ok1 := e.ObjectOld.(*corev1.Pod)
+		n, ok2 := e.ObjectNew.(*corev1.Pod)
+		return ok1 && ok2 && restartCount(o) != restartCount(n)
+	},
+}
+
+// restartCount sums the restart counts of a pod's containers, init containers included.
+func restartCount(p *corev1.Pod) int64 {
+	var n int64
+	for _, list := range [][]corev1.ContainerStatus{p.Status.InitContainerStatuses, p.Status.ContainerStatuses} {
+		for _, cs := range list {
+			n += int64(cs.RestartCount)
+		}
+	}
+	return n
+}
+
 // SetupWithManager registers the controller. It wakes on spec, label and annotation changes of a
 // RoutingService (not on its own status writes) and on any change of the ReplicaSets and Jobs it
 // controls, so deadlines are the only reason to requeue.
@@ -220,6 +252,9 @@ func (r *RoutingServiceReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		// Migration and check pods carry the schema reports, and say why a migration is stuck
 		// (image pull, scheduling) before the Job does.
 		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(migrationPodOwner)).
+		// Routing pods wake it only when a container's restart count changes: the pod-health
+		// gate (pkg/rollout/podhealth.go); readiness arrives through the ReplicaSets' status.
+		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(routingPodOwner), builder.WithPredicates(restartsChanged)).
 		Named("routingservice")
 	if r.Spokes != nil {
 		// Changes in the spokes (their objects, their reachability) arrive on a channel.
