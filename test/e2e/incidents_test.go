@@ -246,8 +246,10 @@ func replicasOf(t *testing.T, ns string) map[string]int32 {
 // run v2; us-east is back on v1 after. With the pod-health gate (the default, no check written)
 // the first restart fails the shard (PodRestarted or PodCrashLooping, naming the pod); with
 // podHealth Off only the 20 s progress deadline ends it, as before the gate existed.
+//
+// Not parallel with the other replays, and its two runs one after the other: two more crash-looping
+// regions beside them pushed the 2-core CI machine's routers past the traffic's 1 s timeout.
 func TestIncidentR3OneBadRegion(t *testing.T) {
-	t.Parallel()
 	realStack(t)
 	for _, c := range []struct {
 		name   string
@@ -258,7 +260,6 @@ func TestIncidentR3OneBadRegion(t *testing.T) {
 		{"podHealth Off", true, []string{routingv1alpha1.ReasonProgressDeadlineExceeded}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			t.Parallel()
 			ns := kit().NewNamespace(t)
 			checker.ExemptI2(ns, "R-3: v2's pods crash under load by design; schemagate's own steps are checked by the planner tests")
 			db := database(t, pg, "r3_"+map[bool]string{false: "gate", true: "off"}[c.off], 0)
