@@ -338,9 +338,13 @@ func waitForReplicaSet(t *testing.T, c client.Client, ns string, m *managerRun) 
 	r.Spec.Schema.Evidence = routingv1alpha1.SchemaEvidenceJobSuccess
 	r.Spec.Schema.Migration.BackoffLimit = ptr.To(int32(0))
 	r.Spec.Strategy.ProgressDeadlineSeconds = ptr.To(int32(30))
-	if err := c.Create(context.Background(), r); err != nil {
-		t.Fatal(err)
-	}
+	// A CRD applied an instant ago may not be served yet ("no matches for kind"): ask again.
+	story.Eventually(t, 30*time.Second, "RoutingService "+ns+"/rs-a created", func() error {
+		if err := c.Create(context.Background(), r.DeepCopy()); err != nil && !apierrors.IsAlreadyExists(err) {
+			return err
+		}
+		return nil
+	})
 	story.Eventually(t, 40*time.Second, "a ReplicaSet of "+ns+"/rs-a", func() error {
 		if !m.proc.Running() {
 			t.Fatalf("the manager exited: %s", m.proc.Tail(3000))
