@@ -5,7 +5,6 @@ import (
 	"bytes"
 	"os"
 	"strconv"
-	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -78,6 +77,3 @@ func residentBytes(pid int) (int64, bool) {
 	}
 	return 0, false
 }
-
-// oomFlag is set on a process the memory watchdog killed.
-type oomFlag = atomic.Bool

@@ -6,6 +6,7 @@ import (
 	"os/exec"
 	"runtime"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 )
@@ -23,7 +24,7 @@ type process struct {
 	killOnce sync.Once
 	// oomKilled: the memory watchdog killed it for passing its container's memory limit
 	// (memory.go); its termination is then reported as OOMKilled.
-	oomKilled oomFlag
+	oomKilled atomic.Bool
 }
 
 // spawnRequest asks the spawner thread to start cmd.
