@@ -99,7 +99,7 @@ demo: build cluster-binaries postgres ## Watch a schema-gated three-region rollo
 test-e2e: build cluster-binaries prometheus-binary postgres plugin ## End-to-end tests on the local cluster (real ReplicaSet, Job and scheduler controllers), the incidents replayed with real routers, PostgreSQL and traffic, and a hub with three region clusters; RUN=<regex> runs a part.
 	go build -o $(BIN)/edge-router ./examples/edge-router
 	go build -o $(BIN)/schemagate-schema ./cmd/schemagate-schema
-	SCHEMAGATE_BIN=$(BIN) SCHEMAGATE_REQUIRE_PROMETHEUS=1 go test -tags e2e -timeout 30m -p 1 $(GO_TEST_RUN) ./test/prometheus/ ./test/nodeagent/ ./test/e2e/ ./test/multicluster/ -count=1 -v
+	SCHEMAGATE_BIN=$(BIN) SCHEMAGATE_REQUIRE_PROMETHEUS=1 go test -tags e2e -timeout 50m -p 1 $(GO_TEST_RUN) ./test/prometheus/ ./test/nodeagent/ ./test/e2e/ ./test/multicluster/ -count=1 -v
 
 .PHONY: fuzz
 fuzz: ## Fuzz the planner and the parsers longer: FUZZTIME=5m by default

@@ -345,7 +345,10 @@ func waitForReplicaSet(t *testing.T, c client.Client, ns string, m *managerRun) 
 		}
 		return nil
 	})
-	story.Eventually(t, 40*time.Second, "a ReplicaSet of "+ns+"/rs-a", func() error {
+	// The API server's owner-reference admission maps a kind through discovery it refreshes every
+	// 30 s: for that long after the CRD appeared, a create with blockOwnerDeletion on a
+	// RoutingService fails ("cannot find RESTMapping"), and the manager's backoff grows meanwhile.
+	story.Eventually(t, 2*time.Minute, "a ReplicaSet of "+ns+"/rs-a", func() error {
 		if !m.proc.Running() {
 			t.Fatalf("the manager exited: %s", m.proc.Tail(3000))
 		}

@@ -64,7 +64,7 @@ func TestIncidentR7MemoryUnderLoad(t *testing.T) {
 			})
 			var took time.Duration
 			if c.off {
-				// Without the gate: what happens within the progress deadline (40 s).
+				// Without the gate: what happens in the first 40 s.
 				time.Sleep(40 * time.Second)
 				took = time.Since(began)
 			} else {

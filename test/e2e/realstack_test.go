@@ -81,10 +81,11 @@ func database(t *testing.T, srv *postgres.Server, name string, schema int) strin
 }
 
 // realRoutingService is rs-a on the real stack: the router v1 (schema 1) in three shards of 2,
-// baking 2 s, with a 40 s progress deadline.
+// baking 2 s, with a 90 s progress deadline (a router started on a loaded 2-core machine can take
+// longer than 40 s to be available in the third shard).
 func realRoutingService(ns, dbURL string, extra ...string) *routingv1alpha1.RoutingService {
 	r := realstack.RoutingService("rs-a", ns, dbURL, 2, extra...)
-	r.Spec.Strategy = routingv1alpha1.RolloutStrategy{BakeSeconds: ptr.To(int32(2)), ProgressDeadlineSeconds: ptr.To(int32(40))}
+	r.Spec.Strategy = routingv1alpha1.RolloutStrategy{BakeSeconds: ptr.To(int32(2)), ProgressDeadlineSeconds: ptr.To(int32(90))}
 	return r
 }
 
