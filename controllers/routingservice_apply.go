@@ -2,14 +2,17 @@ package controllers
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
 
 	appsv1 "k8s.io/api/apps/v1"
 	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
@@ -41,6 +44,15 @@ func (r *RoutingServiceReconciler) apply(ctx context.Context, rsvc *routingv1alp
 				// The planner freezes such a shard unless it was reached; never write the hub's.
 				continue
 			}
+		}
+		if a.Kind == rollout.SetPodCheck {
+			// A pod is written where it runs; it may be gone or replaced since it was read, which
+			// stops nothing else: it is measured again if it is still there.
+			if err := setPodCheck(ctx, podClient(r.Client, rsvc, a.Pod, spokes), a.Pod, a.PodCondition); err != nil &&
+				!apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+				return &actionError{action: a, err: err}
+			}
+			continue
 		}
 		if a.Job != nil {
 			// A shard's check Jobs run where the shard runs, the schema Jobs where
@@ -129,6 +141,29 @@ func (r *RoutingServiceReconciler) apply(ctx context.Context, rsvc *routingv1alp
 		}
 	}
 	return nil
+}
+
+// setPodCheck sets cond, one readiness-gate condition, in pod's status: a strategic merge patch of
+// that condition alone (conditions merge by type, so the kubelet's own stay as they are), with
+// pod's UID as a precondition, so a new pod of the same name is never marked.
+func setPodCheck(ctx context.Context, c client.Client, pod *corev1.Pod, cond corev1.PodCondition) error {
+	patch, err := json.Marshal(map[string]any{
+		"metadata": map[string]any{"uid": pod.UID},
+		"status":   map[string]any{"conditions": []corev1.PodCondition{cond}},
+	})
+	if err != nil {
+		return err
+	}
+	target := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: pod.Namespace, Name: pod.Name}}
+	return c.Status().Patch(ctx, target, client.RawPatch(types.StrategicMergePatchType, patch))
+}
+
+// podClient is the client of the cluster pod runs in: its shard's spoke, or the hub's.
+func podClient(hub client.Client, rsvc *routingv1alpha1.RoutingService, pod *corev1.Pod, spokes map[string]*spokeShard) client.Client {
+	if sp := spokes[pod.Labels[rollout.LabelShard]]; sp != nil && isClusterShard(rsvc, pod.Labels[rollout.LabelShard]) {
+		return sp.conn.client
+	}
+	return hub
 }
 
 func scale(ctx context.Context, c client.Client, rs *appsv1.ReplicaSet, replicas int32) error {

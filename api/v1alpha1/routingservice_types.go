@@ -557,6 +557,7 @@ type RolloutStrategy struct {
 	// +listType=map
 	// +listMapKey=name
 	// +kubebuilder:validation:MaxItems=5
+	// +kubebuilder:validation:XValidation:rule="self.filter(c, has(c.when) && 'PodReady' in c.when).size() <= 1",message="spec.strategy.checks: at most one check runs at PodReady"
 	Checks []ShardCheck `json:"checks,omitempty"`
 }
 
@@ -594,6 +595,7 @@ type PodHealth struct {
 // prometheus providers are measured by the manager itself, every intervalSeconds, count times
 // (the semantics of Argo Rollouts' AnalysisTemplate metrics).
 // +kubebuilder:validation:XValidation:rule="(has(self.job) ? 1 : 0) + (has(self.http) ? 1 : 0) + (has(self.prometheus) ? 1 : 0) == 1",message="spec.strategy.checks[]: exactly one of job, http or prometheus must be set"
+// +kubebuilder:validation:XValidation:rule="!has(self.when) || !('PodReady' in self.when) || (size(self.when) == 1 && has(self.http) && self.http.url.contains('{{podIP}}'))",message="spec.strategy.checks[].when: PodReady is for an http check alone (no other moment), and its url must name the pod with {{podIP}}"
 type ShardCheck struct {
 	// name identifies the check: a DNS label of at most 20 characters, unique in checks.
 	// +required
@@ -609,7 +611,11 @@ type ShardCheck struct {
 
 	// when says when the check runs, per shard: Bake (during the shard's bake, the default),
 	// BeforeStart (before the shard starts promoting: a pre-check; a failure fails the rollout
-	// before the shard is touched), or both.
+	// before the shard is touched), or both; or PodReady alone, for an http check whose url names
+	// {{podIP}}: it is sent to each pod of the RoutingService once the pod's containers are ready,
+	// and the pod becomes Ready (counts as available, joins Service endpoints, lets the shard take
+	// an old pod away) only after it passed. The pods carry a readiness gate
+	// (schemagate.io/pod-check) that schemagate sets; see docs/checks.md.
 	// +optional
 	// +listType=set
 	// +kubebuilder:validation:MaxItems=2
@@ -713,7 +719,8 @@ type Measurement struct {
 // {{revision}}, {{stableRevision}}, {{namespace}}, {{name}} and {{schemaVersion}} are replaced by
 // the shard's name, the update revision, the stable revision (status.stableRevision: the one the
 // shards not yet promoted serve; "none" in a first rollout), the RoutingService's namespace and
-// name, and spec.schema.version.
+// name, and spec.schema.version. A check at PodReady also has {{podIP}} and {{podName}}, the pod
+// it is sent to, and {{revision}} is that pod's revision.
 type HTTPCheck struct {
 	// url is the http or https URL to GET.
 	// +required
@@ -818,15 +825,33 @@ type PrometheusCheck struct {
 }
 
 // CheckWhen is a moment of a shard's step at which a check runs.
-// +kubebuilder:validation:Enum=Bake;BeforeStart
+// +kubebuilder:validation:Enum=Bake;BeforeStart;PodReady
 type CheckWhen string
 
 const (
+	// CheckWhenPodReady: on each pod once its containers are ready; the pod is Ready only once
+	// it passed (a readiness gate).
+	CheckWhenPodReady CheckWhen = "PodReady"
 	// CheckWhenBake: during the shard's bake; the shard is promoted once it passed.
 	CheckWhenBake CheckWhen = "Bake"
 	// CheckWhenBeforeStart: before the shard starts promoting; it starts once it passed.
 	CheckWhenBeforeStart CheckWhen = "BeforeStart"
 )
+
+// PodCheckGate is the readiness gate (a pod condition type) of the pods of a RoutingService with
+// a check at PodReady: schemagate sets it True once the pod passed that check, and the kubelet
+// reports the pod Ready only then.
+const PodCheckGate corev1.PodConditionType = "schemagate.io/pod-check"
+
+// PodReadyCheck returns the check that runs at PodReady (the CRD allows at most one), or nil.
+func (s *RolloutStrategy) PodReadyCheck() *ShardCheck {
+	for i := range s.Checks {
+		if s.Checks[i].Runs(CheckWhenPodReady) {
+			return &s.Checks[i]
+		}
+	}
+	return nil
+}
 
 // Runs reports whether the check runs at w (an empty when means Bake).
 func (c *ShardCheck) Runs(w CheckWhen) bool {

@@ -58,9 +58,9 @@ func (p Problem) String() string { return p.Field + ": " + p.Message }
 // Problems lists what in spec.strategy.checks can never be measured as written, in spec order;
 // none for a spec whose checks can all run. It is deterministic and reads only spec. The
 // placeholders ({{shard}}, {{revision}}, {{stableRevision}}, {{namespace}}, {{name}},
-// {{schemaVersion}}) are
-// replaced by a letter before a URL is parsed: the values they stand for (DNS labels, hashes,
-// dotted versions) never make a URL valid or invalid.
+// {{schemaVersion}}, {{podName}}) are replaced by a letter, and {{podIP}} by an IPv4 address,
+// before a URL is parsed: the values they stand for (DNS labels, hashes, dotted versions, pod IPs)
+// never make a URL valid or invalid.
 func Problems(spec *routingv1alpha1.RoutingServiceSpec) []Problem {
 	var out []Problem
 	for i := range spec.Strategy.Checks {
@@ -152,7 +152,7 @@ func conditionProblem(expr string) string {
 }
 
 // placeholders replaces the placeholders the providers replace (pkg/measure) by a letter.
-var placeholders = strings.NewReplacer("{{shard}}", "x", "{{revision}}", "x", "{{stableRevision}}", "x", "{{namespace}}", "x", "{{name}}", "x", "{{schemaVersion}}", "x")
+var placeholders = strings.NewReplacer("{{shard}}", "x", "{{revision}}", "x", "{{stableRevision}}", "x", "{{namespace}}", "x", "{{name}}", "x", "{{schemaVersion}}", "x", "{{podIP}}", "127.0.0.1", "{{podName}}", "x")
 
 func urlProblem(raw string) string {
 	expanded := placeholders.Replace(raw)

@@ -49,13 +49,21 @@ func (t *Taker) Take(ctx context.Context, req rollout.MeasurementRequest) rollou
 	}}
 }
 
-// TakeAll takes the measurements of reqs concurrently and returns them in order.
+// MaxConcurrent is how many measurements TakeAll takes at once (a check at PodReady asks for one
+// per new pod).
+const MaxConcurrent = 8
+
+// TakeAll takes the measurements of reqs, at most MaxConcurrent at once, and returns them in
+// order.
 func (t *Taker) TakeAll(ctx context.Context, reqs []rollout.MeasurementRequest) []rollout.TakenMeasurement {
 	out := make([]rollout.TakenMeasurement, len(reqs))
 	done := make(chan struct{}, len(reqs))
+	slots := make(chan struct{}, MaxConcurrent)
 	for i := range reqs {
 		go func() {
+			slots <- struct{}{}
 			out[i] = t.Take(ctx, reqs[i])
+			<-slots
 			done <- struct{}{}
 		}()
 	}
@@ -79,11 +87,11 @@ func errorf(format string, args ...any) result {
 	return result{phase: routingv1alpha1.MeasurementError, message: fmt.Sprintf(format, args...)}
 }
 
-// expand replaces {{shard}}, {{revision}}, {{stableRevision}}, {{namespace}}, {{name}} and
-// {{schemaVersion}} in s.
+// expand replaces {{shard}}, {{revision}}, {{stableRevision}}, {{namespace}}, {{name}},
+// {{schemaVersion}}, and for a check at PodReady {{podIP}} and {{podName}}, in s.
 func expand(s string, vars map[string]string) string {
 	pairs := make([]string, 0, 2*len(vars))
-	for _, k := range []string{"shard", "revision", "stableRevision", "namespace", "name", "schemaVersion"} {
+	for _, k := range []string{"shard", "revision", "stableRevision", "namespace", "name", "schemaVersion", "podIP", "podName"} {
 		pairs = append(pairs, "{{"+k+"}}", vars[k])
 	}
 	return strings.NewReplacer(pairs...).Replace(s)

@@ -87,6 +87,14 @@ func FuzzCompute(f *testing.F) {
 		c.RoutingPods = []fuzzRoutingPod{{Restarts: 1, Last: 1, Finished: 4}, {Restarts: 2, State: 1, Last: 2, Finished: 5}}
 		c.PodHealth = 3
 	}), int64(0))
+	// A check at PodReady: us-east steps the update revision, one new pod waits for its check, one
+	// failed it, one claims a pass from the future.
+	f.Add([]byte(`{"shards":[{"name":"us-east","step":"Progressing","stepRevision":"@U"}]}`), fuzzClusterSeed(func(c *fuzzCluster) {
+		c.Shards[0] = []fuzzRS{{Replicas: 3, StatusReplicas: 3, Available: 1, Ready: 1}}
+		c.RoutingPods = []fuzzRoutingPod{{Init: 2}, {Init: 2 + 16, Finished: 3}, {Init: 2 + 8*2, Finished: 7}}
+		c.PodHealth = 128
+		c.Measured, c.Answers = 1, []uint8{1, 2, 3}
+	}), int64(0))
 	f.Fuzz(func(t *testing.T, status, cluster []byte, clock int64) {
 		o := fuzzObserved(status, cluster, clock)
 		before := deepCopyObserved(o)
@@ -436,7 +444,7 @@ type fuzzRoutingPod struct {
 	Last     uint8 // last termination: none, OOMKilled 137, Error 1, Completed 0, a reason of 64 KiB
 	Finished uint8 // its finishedAt: zero, or fuzzAges from now (an hour ahead among them)
 	State    uint8 // running, CrashLoopBackOff, terminated OOMKilled now, no state, 100 statuses
-	Init     uint8 // odd: the status is an init container's (a native sidecar's)
+	Init     uint8 // odd: the status is an init container's (a native sidecar's); Init/2 > 0: the gate of a check at PodReady, its conditions and IP
 }
 
 // fuzzRestarts are restart counts a pod status may carry.
@@ -669,6 +677,12 @@ func fuzzObserved(statusIn, clusterIn []byte, clock int64) Observed {
 		rsvc.Spec.Schema.Compatibility = &routingv1alpha1.SchemaCompatibility{Min: "0", Max: "2"}
 	case 5:
 		rsvc.Spec.Schema.AllowBreakingMigration = true
+	}
+	if c.PodHealth >= 128 {
+		// A check at PodReady (dryRun with bit 6): the ReplicaSets built after this carry its gate.
+		rsvc.Spec.Strategy.Checks = append(rsvc.Spec.Strategy.Checks, routingv1alpha1.ShardCheck{Name: "resolves", DryRun: c.PodHealth&64 != 0,
+			When: []routingv1alpha1.CheckWhen{routingv1alpha1.CheckWhenPodReady}, HTTP: &routingv1alpha1.HTTPCheck{URL: "http://{{podIP}}:8080/lookup"},
+			Measurement: routingv1alpha1.Measurement{IntervalSeconds: ptr.To(int32(2)), FailureLimit: ptr.To(int32(c.PodHealth>>3) % 3)}})
 	}
 	revs := fuzzRevs{update: Revision(&rsvc.Spec), old1: fuzzRevision("app:v0", "1"), old2: fuzzRevision("app:v1", "1")}
 	rsvc.Status = fuzzStatusFrom(statusIn, revs, rsvc)
@@ -1102,6 +1116,18 @@ func fuzzRoutingPodOf(rs *appsv1.ReplicaSet, f fuzzRoutingPod, i int, now time.T
 		pod.Status.InitContainerStatuses = statuses
 	} else {
 		pod.Status.ContainerStatuses = statuses
+	}
+	// The check at PodReady reads the readiness gate, ContainersReady and the pod IP, which a
+	// hostile writer sets as it likes: times in the future, a gate False, True or unknown.
+	if g := f.Init / 2; g > 0 {
+		pod.Spec.ReadinessGates = []corev1.PodReadinessGate{{ConditionType: routingv1alpha1.PodCheckGate}}
+		pod.Status.PodIP = []string{"127.0.0.9", "", "not-an-ip", "::1"}[g%4]
+		at := metav1.Time{Time: now.Add(pick(f.Finished, fuzzAges))}
+		pod.Status.Conditions = append(pod.Status.Conditions, corev1.PodCondition{Type: corev1.ContainersReady, Status: []corev1.ConditionStatus{corev1.ConditionTrue, corev1.ConditionFalse}[g/4%2], LastTransitionTime: at})
+		if gate := g / 8 % 4; gate > 0 {
+			pod.Status.Conditions = append(pod.Status.Conditions, corev1.PodCondition{Type: routingv1alpha1.PodCheckGate,
+				Status: []corev1.ConditionStatus{corev1.ConditionTrue, corev1.ConditionFalse, "Unknown"}[gate-1], LastProbeTime: at, LastTransitionTime: at})
+		}
 	}
 	return pod
 }

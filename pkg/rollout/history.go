@@ -45,7 +45,8 @@ func RevisionRecordName(rsvcName, revision string) string {
 }
 
 // recordSpec is the part of spec a revision is computed from (Revision): the pod template, the
-// schema version and compatibility, and every shard's name and nodeSelector. Revision(recordSpec(s))
+// schema version and compatibility, every shard's name and nodeSelector, and the check at PodReady
+// (its readiness gate is in every pod). Revision(recordSpec(s))
 // is Revision(s).
 func recordSpec(spec *routingv1alpha1.RoutingServiceSpec) *routingv1alpha1.RoutingServiceSpec {
 	out := &routingv1alpha1.RoutingServiceSpec{
@@ -54,6 +55,10 @@ func recordSpec(spec *routingv1alpha1.RoutingServiceSpec) *routingv1alpha1.Routi
 	}
 	for _, s := range spec.Shards {
 		out.Shards = append(out.Shards, routingv1alpha1.ShardSpec{Name: s.Name, NodeSelector: maps.Clone(s.NodeSelector)})
+	}
+	if c := spec.Strategy.PodReadyCheck(); c != nil {
+		// The check at PodReady puts its readiness gate in every pod of the revision.
+		out.Strategy.Checks = []routingv1alpha1.ShardCheck{*c.DeepCopy()}
 	}
 	return out
 }

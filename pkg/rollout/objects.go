@@ -38,6 +38,10 @@ func NewReplicaSet(rsvc *routingv1alpha1.RoutingService, shard routingv1alpha1.S
 	annotations[annotationSchemaVersion] = rsvc.Spec.Schema.Version
 	tmpl := *rsvc.Spec.Template.DeepCopy()
 	tmpl.Labels = mergeLabels(tmpl.Labels, labels)
+	if rsvc.Spec.Strategy.PodReadyCheck() != nil && !hasPodCheckGate(&tmpl.Spec) {
+		// The check at PodReady decides when a pod is Ready (podcheck.go).
+		tmpl.Spec.ReadinessGates = append(tmpl.Spec.ReadinessGates, corev1.PodReadinessGate{ConditionType: routingv1alpha1.PodCheckGate})
+	}
 	if len(shard.NodeSelector) > 0 {
 		if tmpl.Spec.NodeSelector == nil {
 			tmpl.Spec.NodeSelector = map[string]string{}

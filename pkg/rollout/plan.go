@@ -55,6 +55,8 @@ type Observed struct {
 type MeasurementKey struct {
 	Shard, Check, Revision string
 	When                   routingv1alpha1.CheckWhen
+	// Pod is the pod a check at PodReady is sent to ("" for the other moments).
+	Pod string
 }
 
 // MeasurementRequest asks the reconciler to measure an http or prometheus check now: the planner
@@ -115,6 +117,10 @@ const (
 	// DeleteRecord deletes Record, a revision record no ReplicaSet needs any more, or one that does
 	// not verify.
 	DeleteRecord ActionKind = "DeleteRecord"
+	// SetPodCheck sets PodCondition, the readiness gate routingv1alpha1.PodCheckGate, in Pod's
+	// status (a strategic merge patch of that one condition, with Pod's UID as a precondition):
+	// the result of the check at PodReady on that pod (podcheck.go).
+	SetPodCheck ActionKind = "SetPodCheck"
 )
 
 // Action is one intended change. The reconciler applies actions in order and stops at the first
@@ -131,6 +137,9 @@ type Action struct {
 	// revision may run (so a pod the ReplicaSet controller might briefly recreate breaks no
 	// invariant), never in a rollback.
 	RemovePods bool
+	// Pod and PodCondition are SetPodCheck's pod and the condition it sets.
+	Pod          *corev1.Pod
+	PodCondition corev1.PodCondition
 	// Job is the Job to create, or the observed Job to suspend.
 	Job *batchv1.Job
 	// Record is the revision record to create, or the observed one to adopt or delete.
@@ -154,6 +163,8 @@ func (a Action) String() string {
 		return fmt.Sprintf("%s %s %d→%d: %s", a.Kind, a.ReplicaSet.Name, replicasOf(a.ReplicaSet), a.Replicas, a.Note)
 	case CreateReplicaSet:
 		return fmt.Sprintf("%s %s replicas=%d: %s", a.Kind, a.ReplicaSet.Name, replicasOf(a.ReplicaSet), a.Note)
+	case SetPodCheck:
+		return fmt.Sprintf("%s %s %s=%s: %s", a.Kind, a.Pod.Name, a.PodCondition.Type, a.PodCondition.Status, a.Note)
 	default:
 		return fmt.Sprintf("%s %s: %s", a.Kind, a.ReplicaSet.Name, a.Note)
 	}

@@ -37,6 +37,9 @@ func Compute(o Observed) Plan {
 		// S-16: a retry while paused is kept, unhandled, and acts once unpaused.
 		p.retryWaiting = true
 	}
+	// Pods waiting for the check at PodReady are measured whatever else holds: a pod's gate
+	// scales nothing, and a paused or failed rollout still needs its pods Ready.
+	p.podChecks()
 	switch {
 	case paused:
 		p.setActivity(routingv1alpha1.ReasonPaused, "spec.paused is true: nothing is scaled and no migration starts until it is false")
@@ -76,6 +79,7 @@ func Compute(o Observed) Plan {
 		p.event(false, EventPromoteIgnored, "promote %q: no shard is baking; nothing changed", p.promoteToken)
 	}
 	p.recordControls()
+	p.plan.Actions = append(p.plan.Actions, p.podActions...)
 	p.plan.Status = *p.status
 	return p.plan
 }
@@ -122,6 +126,9 @@ type planner struct {
 	// frozen are the shards whose cluster is not Reachable, with what is known of it
 	// (clusters.go): no action touches them and they are never counted as promoted.
 	frozen map[string]ClusterView
+	// podActions are the SetPodCheck actions of the check at PodReady, applied after every other
+	// action of the plan (a pod gone since it was read must not hold a rolling step).
+	podActions []Action
 	// shifted is, by shard, how far this reconcile moved its stepStartTime and progressStartTime
 	// forward for a cluster that was away (clusters.go): the pod-health gate still counts the
 	// restarts of that time (podhealth.go).

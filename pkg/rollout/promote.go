@@ -20,6 +20,10 @@ import (
 //	Baking      → Promoted bakeSeconds after it was complete (back to Progressing if it stops
 //	              being complete meanwhile)
 //
+// In Progressing and Baking, a failed check at PodReady on one of the update revision's new pods
+// fails the shard (podcheck.go); the pods that have not passed it are not available, so the shard
+// is not complete before each one passed.
+//
 // In Progressing, Baking and Promoted (until the last shard is promoted) the pod-health gate
 // reads the update revision's pods there (podhealth.go): a container restarted more than
 // maxRestarts times fails the shard; a tolerated restart while baking starts the bake over.
@@ -71,7 +75,7 @@ func (p *planner) promote() {
 			}
 			continue
 		case routingv1alpha1.ShardStepBaking:
-			if p.podHealthGate(ss) {
+			if p.podHealthGate(ss) || p.podCheckGate(ss) {
 				return
 			}
 			if !complete {
@@ -114,10 +118,11 @@ func (p *planner) promote() {
 		}
 
 		// Pending or Progressing (or a Failed step of a revision being tried again).
-		if ss.Step == routingv1alpha1.ShardStepProgressing && p.podHealthGate(ss) {
+		if ss.Step == routingv1alpha1.ShardStepProgressing && (p.podHealthGate(ss) || p.podCheckGate(ss)) {
 			return
 		}
 		if complete {
+			p.passPodChecks(ss)
 			var progressed time.Duration
 			if ss.Step == routingv1alpha1.ShardStepProgressing {
 				progressed = p.since(ss.StepStartTime)
@@ -227,4 +232,15 @@ func (p *planner) failWith(ss *routingv1alpha1.ShardStatus, reason, message stri
 		p.event(true, EventProgressDeadline, "%s; failurePolicy %s applies", message, p.rsvc.Spec.Strategy.FailurePolicyOrDefault())
 	}
 	p.handleFailure()
+}
+
+// podCheckGate fails shard's step when the check at PodReady failed on the update revision's pods
+// there (podCheckFailure). It reports whether it did.
+func (p *planner) podCheckGate(ss *routingv1alpha1.ShardStatus) bool {
+	msg := p.podCheckFailure(ss)
+	if msg == "" {
+		return false
+	}
+	p.failWith(ss, routingv1alpha1.ReasonShardCheckFailed, msg)
+	return true
 }

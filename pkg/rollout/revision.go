@@ -76,6 +76,11 @@ func revisionDocument(tmpl any, spec *routingv1alpha1.RoutingServiceSpec) any {
 		"shardNodeSelectors": selectors,
 		"template":           canonicalTemplate(tmpl),
 	}
+	// The readiness gate of a check at PodReady is part of every pod (NewReplicaSet); only a spec
+	// with such a check names it, so every other revision keeps its name.
+	if spec.Strategy.PodReadyCheck() != nil {
+		doc["podReadinessGates"] = []any{string(routingv1alpha1.PodCheckGate)}
+	}
 	// The range is part of the revision only when declared (pruned when empty), so every revision
 	// of a spec without it keeps its name.
 	if c := spec.Schema.Compatibility; c != nil {

@@ -229,6 +229,8 @@ func (w *world) apply(a Action) {
 		SetServedOrder(w.rss[a.ReplicaSet.Name], a.Order)
 	case RecordControls:
 		SetAnnotations(w.rss[a.ReplicaSet.Name], a.Annotations)
+	case SetPodCheck:
+		w.setPodCheck(a)
 	}
 }
 
@@ -315,6 +317,11 @@ func (w *world) tick() {
 			rs.Status.AvailableReplicas, rs.Status.ReadyReplicas = 0, 0
 		} else {
 			rs.Status.AvailableReplicas, rs.Status.ReadyReplicas = want, want
+		}
+		if hasPodCheckGate(&rs.Spec.Template.Spec) {
+			// Its pods are Ready only once their readiness gate is True (podcheck_test.go).
+			n := w.gatedPods(rs, want, !broken)
+			rs.Status.AvailableReplicas, rs.Status.ReadyReplicas = n, n
 		}
 	}
 	for _, j := range w.jobs {

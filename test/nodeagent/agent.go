@@ -205,6 +205,9 @@ func Start(ctx context.Context, cfg *rest.Config, opts Options) (_ *Agent, err e
 		if err != nil {
 			return nil, err
 		}
+		if err := prov.watchGates(pods.Core().V1().Pods().Informer()); err != nil {
+			return nil, err
+		}
 		pods.Start(runCtx.Done())
 		nodes = append(nodes, started{nc, pc})
 		a.controllers = append(a.controllers, pc.Done(), nc.Done())

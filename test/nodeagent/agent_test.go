@@ -21,6 +21,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 )
 
@@ -615,5 +616,57 @@ func TestNativeSidecarStopsWhenTheContainersExit(t *testing.T) {
 	time.Sleep(2 * time.Second)
 	if got, err := client.CoreV1().Pods(ns).Get(bg, "plain", metav1.GetOptions{}); err != nil || got.Status.Phase != corev1.PodRunning {
 		t.Fatalf("plain sidecar pod: %v %v; want Running", err, got.Status.Phase)
+	}
+}
+
+// A readiness gate holds Ready until someone else sets its condition True, and the agent's own
+// status writes (the readiness probe flips ContainersReady) never undo that condition.
+func TestReadinessGateHoldsReadyUntilItsConditionIsTrue(t *testing.T) {
+	t.Parallel()
+	ns := namespace(t)
+	const gate = corev1.PodConditionType("example.com/checked")
+	c := serverContainer("web")
+	c.ReadinessProbe = &corev1.Probe{
+		ProbeHandler:  corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/ready", Port: intstr.FromString("http")}},
+		PeriodSeconds: 1, FailureThreshold: 1,
+	}
+	pod := processPod("gated", regions[0], c)
+	pod.Spec.ReadinessGates = []corev1.PodReadinessGate{{ConditionType: gate}}
+	createPod(t, ns, pod)
+	containersReady := func(p *corev1.Pod) bool {
+		for _, c := range p.Status.Conditions {
+			if c.Type == corev1.ContainersReady {
+				return c.Status == corev1.ConditionTrue
+			}
+		}
+		return false
+	}
+	p := waitPod(t, ns, "gated", 30*time.Second, "containers ready", containersReady)
+	if podReady(p) {
+		t.Fatal("Ready before its readiness gate's condition was set")
+	}
+	setGate := func(status corev1.ConditionStatus) {
+		t.Helper()
+		patch := fmt.Sprintf(`{"status":{"conditions":[{"type":%q,"status":%q,"lastTransitionTime":%q}]}}`, gate, status, time.Now().UTC().Format(time.RFC3339))
+		if _, err := client.CoreV1().Pods(ns).Patch(bg, "gated", types.StrategicMergePatchType, []byte(patch), metav1.PatchOptions{}, "status"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	setGate(corev1.ConditionFalse)
+	time.Sleep(1500 * time.Millisecond)
+	if p, _ = client.CoreV1().Pods(ns).Get(bg, "gated", metav1.GetOptions{}); podReady(p) {
+		t.Fatal("Ready while its readiness gate is False")
+	}
+	setGate(corev1.ConditionTrue)
+	waitPod(t, ns, "gated", 10*time.Second, "Ready once the gate is True", podReady)
+	// The probe fails and passes again: the agent writes status twice, and the gate stays.
+	call(t, p.Status.PodIP, 8080, "/set-ready?v=false", nil)
+	waitPod(t, ns, "gated", 10*time.Second, "unready", func(p *corev1.Pod) bool { return !podReady(p) })
+	call(t, p.Status.PodIP, 8080, "/set-ready?v=true", nil)
+	p = waitPod(t, ns, "gated", 10*time.Second, "Ready again with its gate kept", podReady)
+	for _, c := range p.Status.Conditions {
+		if c.Type == gate && c.Status != corev1.ConditionTrue {
+			t.Fatalf("the gate's condition is %s after the agent's writes", c.Status)
+		}
 	}
 }

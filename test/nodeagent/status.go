@@ -56,13 +56,17 @@ func (p *pod) statusLocked() corev1.PodStatus {
 	ready.Type = corev1.ContainersReady
 	p.setCondition(ready)
 	ready.Type = corev1.PodReady
+	if msg := p.gatesNotReady(); ready.Status == corev1.ConditionTrue && msg != "" {
+		ready = corev1.PodCondition{Type: corev1.PodReady, Status: corev1.ConditionFalse, Reason: "ReadinessGatesNotReady", Message: msg}
+	}
 	p.setCondition(ready)
 	for _, t := range []corev1.PodConditionType{corev1.PodReadyToStartContainers, corev1.PodInitialized, corev1.ContainersReady, corev1.PodReady, corev1.PodScheduled} {
 		if c, ok := p.conds[t]; ok {
 			st.Conditions = append(st.Conditions, c)
 		}
 	}
-	// Conditions others set (DisruptionTarget, readiness gates) are kept as they were at creation.
+	// Conditions others set are kept: DisruptionTarget as it was at creation, readiness gates as
+	// the pod informer last showed them (gates.go).
 	var others []corev1.PodCondition
 	for t, c := range p.conds {
 		switch t {
