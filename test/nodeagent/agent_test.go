@@ -647,7 +647,8 @@ func TestReadinessGateHoldsReadyUntilItsConditionIsTrue(t *testing.T) {
 	}
 	setGate := func(status corev1.ConditionStatus) {
 		t.Helper()
-		patch := fmt.Sprintf(`{"status":{"conditions":[{"type":%q,"status":%q,"lastTransitionTime":%q}]}}`, gate, status, time.Now().UTC().Format(time.RFC3339))
+		now := time.Now().UTC().Format(time.RFC3339)
+		patch := fmt.Sprintf(`{"metadata":{"uid":%q},"status":{"conditions":[{"type":%q,"status":%q,"reason":"CheckPassed","message":"m","lastProbeTime":%q,"lastTransitionTime":%q}]}}`, p.UID, gate, status, now, now)
 		if _, err := client.CoreV1().Pods(ns).Patch(bg, "gated", types.StrategicMergePatchType, []byte(patch), metav1.PatchOptions{}, "status"); err != nil {
 			t.Fatal(err)
 		}
