@@ -216,7 +216,11 @@ func routingPodOwner(_ context.Context, o client.Object) []reconcile.Request {
 	return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: o.GetNamespace(), Name: o.GetLabels()[rollout.LabelName]}}}
 }
 
-// restartsChanged passes only pod updates whose containers' restart counts changed.
+// restartsChanged passes only the pod updates the planner acts on: its containers' restart counts
+// changed (the pod-health gate), or, for a pod with the readiness gate of a check at PodReady,
+// ContainersReady or that gate changed (the pod is due for its check, or counts now). Its
+// ReplicaSet's status does not change when such a pod's containers become ready, so nothing else
+// would wake the RoutingService before its progress deadline.
 var restartsChanged = predicate.Funcs{
 	CreateFunc:  func(event.CreateEvent) bool { return false },
 	DeleteFunc:  func(event.DeleteEvent) bool { return false },
@@ -224,8 +228,30 @@ var restartsChanged = predicate.Funcs{
 	UpdateFunc: func(e event.UpdateEvent) bool {
 		o, ok1 := e.ObjectOld.(*corev1.Pod)
 		n, ok2 := e.ObjectNew.(*corev1.Pod)
-		return ok1 && ok2 && restartCount(o) != restartCount(n)
+		return ok1 && ok2 && (restartCount(o) != restartCount(n) || podCheckStateChanged(o, n))
 	},
+}
+
+// podCheckStateChanged reports whether a pod with the readiness gate of a check at PodReady
+// changed its ContainersReady or gate condition status.
+func podCheckStateChanged(o, n *corev1.Pod) bool {
+	gated := false
+	for _, g := range n.Spec.ReadinessGates {
+		gated = gated || g.ConditionType == routingv1alpha1.PodCheckGate
+	}
+	if !gated {
+		return false
+	}
+	status := func(p *corev1.Pod, t corev1.PodConditionType) corev1.ConditionStatus {
+		for _, c := range p.Status.Conditions {
+			if c.Type == t {
+				return c.Status
+			}
+		}
+		return ""
+	}
+	return status(o, corev1.ContainersReady) != status(n, corev1.ContainersReady) ||
+		status(o, routingv1alpha1.PodCheckGate) != status(n, routingv1alpha1.PodCheckGate)
 }
 
 // restartCount sums the restart counts of a pod's containers, init containers included.
