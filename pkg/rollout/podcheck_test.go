@@ -155,7 +155,9 @@ func TestPodCheckHoldsEachPodUntilItPassed(t *testing.T) {
 		return routingv1alpha1.MeasurementSuccessful
 	}
 	withPodCheck(w, passes)
-	w.run(600, func() bool { return w.isTrue(routingv1alpha1.ConditionReady) && w.rsvc.Status.StableRevision == w.rsvc.Status.UpdateRevision })
+	w.run(600, func() bool {
+		return w.isTrue(routingv1alpha1.ConditionReady) && w.rsvc.Status.StableRevision == w.rsvc.Status.UpdateRevision
+	})
 	w.measured, w.log = nil, nil
 	stable := w.rsvc.Status.StableRevision
 	w.update("app:v2", "2", "migrate:ok")

@@ -42,7 +42,7 @@ func r8Run(t *testing.T, withCheck bool) {
 	rs := realRoutingService(ns, db)
 	if withCheck {
 		rs.Spec.Strategy.Checks = []routingv1alpha1.ShardCheck{{Name: "resolves", When: []routingv1alpha1.CheckWhen{routingv1alpha1.CheckWhenPodReady},
-			HTTP: &routingv1alpha1.HTTPCheck{URL: fmt.Sprintf("http://{{podIP}}:%d/", routerPort), Headers: []routingv1alpha1.HTTPHeader{{Name: "Host", Value: "d03.example"}}},
+			HTTP:        &routingv1alpha1.HTTPCheck{URL: fmt.Sprintf("http://{{podIP}}:%d/", routerPort), Headers: []routingv1alpha1.HTTPHeader{{Name: "Host", Value: "d03.example"}}},
 			Measurement: routingv1alpha1.Measurement{IntervalSeconds: ptr.To(int32(1)), TimeoutSeconds: ptr.To(int32(2))}}}
 	}
 	if err := k8s.Create(ctx, rs); err != nil {
