@@ -31,7 +31,7 @@ func granted() []string {
 	}
 	add("apps", "replicasets", "get", "list", "watch", "create", "patch", "delete")
 	add("", "pods", "list", "watch", "delete")
-	add("", "pods/status", "patch") // the readiness gate of a check at PodReady
+	add("", "pods/status", "patch")                                    // the readiness gate of a check at PodReady
 	add("batch", "jobs", "list", "watch", "create", "patch", "delete") // job checks; schema Jobs with runWithShard
 	add("", "configmaps", "get", "list", "watch", "create", "patch", "update", "delete")
 	add("policy", "poddisruptionbudgets", "get", "list", "watch", "create", "patch", "delete")
