@@ -130,7 +130,11 @@ func TestStoryLongMigrationFailureFitsAnEvent(t *testing.T) {
 			return err
 		}
 		now := metav1.Now()
-		j.Status.StartTime, j.Status.Active, j.Status.Failed = &now, 0, ptr.Deref(j.Spec.BackoffLimit, 6)+1
+		if j.Status.StartTime == nil {
+			// Once set (the fake kubelet may have set it), startTime is immutable.
+			j.Status.StartTime = &now
+		}
+		j.Status.Active, j.Status.Failed = 0, ptr.Deref(j.Spec.BackoffLimit, 6)+1
 		j.Status.Conditions = append(j.Status.Conditions,
 			batchv1.JobCondition{Type: batchv1.JobFailureTarget, Status: corev1.ConditionTrue, Reason: "BackoffLimitExceeded", Message: "Job has reached the specified backoff limit", LastProbeTime: now, LastTransitionTime: now},
 			batchv1.JobCondition{Type: batchv1.JobFailed, Status: corev1.ConditionTrue, Reason: "BackoffLimitExceeded", Message: "Job has reached the specified backoff limit", LastProbeTime: now, LastTransitionTime: now})
