@@ -15,6 +15,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -346,9 +347,30 @@ func waitForReplicaSet(t *testing.T, c client.Client, ns string, m *managerRun) 
 		return nil
 	})
 	// The API server's owner-reference admission maps a kind through discovery it refreshes every
-	// 30 s: for that long after the CRD appeared, a create with blockOwnerDeletion on a
-	// RoutingService fails ("cannot find RESTMapping"), and the manager's backoff grows meanwhile.
-	story.Eventually(t, 2*time.Minute, "a ReplicaSet of "+ns+"/rs-a", func() error {
+	// 30 s: until then a create with blockOwnerDeletion on a RoutingService fails ("cannot find
+	// RESTMapping"), and the manager's per-object backoff grows meanwhile (past a minute). Wait
+	// until such a create passes, then touch rs-a: the event reconciles it at once.
+	var created routingv1alpha1.RoutingService
+	if err := c.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: "rs-a"}, &created); err != nil {
+		t.Fatal(err)
+	}
+	story.Eventually(t, 2*time.Minute, "the API server maps RoutingService for owner references", func() error {
+		probe := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{GenerateName: "owner-probe-", Namespace: ns,
+			OwnerReferences: []metav1.OwnerReference{{APIVersion: routingv1alpha1.GroupVersion.String(), Kind: "RoutingService", Name: created.Name, UID: created.UID, BlockOwnerDeletion: ptr.To(true)}}}}
+		return c.Create(context.Background(), probe)
+	})
+	story.Eventually(t, 30*time.Second, "rs-a touched", func() error {
+		var r routingv1alpha1.RoutingService
+		if err := c.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: "rs-a"}, &r); err != nil {
+			return err
+		}
+		if r.Annotations == nil {
+			r.Annotations = map[string]string{}
+		}
+		r.Annotations["test.schemagate.io/touched"] = time.Now().Format(time.RFC3339Nano)
+		return c.Update(context.Background(), &r)
+	})
+	story.Eventually(t, time.Minute, "a ReplicaSet of "+ns+"/rs-a", func() error {
 		if !m.proc.Running() {
 			t.Fatalf("the manager exited: %s", m.proc.Tail(3000))
 		}
