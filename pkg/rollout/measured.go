@@ -65,6 +65,21 @@ func (p *planner) measuredCheck(shard string, check *routingv1alpha1.ShardCheck,
 	r := taken.Result
 	r.Time = metav1.Time{Time: p.now}
 	r.Value, r.Message = clip(r.Value, 64), clip(r.Message, 1024)
+	r = tally(&st, r)
+	if taken.Fatal {
+		st.Phase, st.Message = routingv1alpha1.CheckPhaseFailed, fatalPrefix+describe(r)
+		return st
+	}
+	st.Phase, st.Message = measuredPhase(&st, m)
+	if st.Phase == routingv1alpha1.CheckPhaseRunning {
+		p.requeueAt(p.now.Add(m.Interval()))
+	}
+	return st
+}
+
+// tally counts r in st's counters and keeps it among st's last MaxMeasurementsKept
+// measurements; a phase it does not know is an error. It returns r as recorded.
+func tally(st *routingv1alpha1.ShardCheckStatus, r routingv1alpha1.MeasurementResult) routingv1alpha1.MeasurementResult {
 	st.Count++
 	switch r.Phase {
 	case routingv1alpha1.MeasurementSuccessful:
@@ -85,15 +100,7 @@ func (p *planner) measuredCheck(shard string, check *routingv1alpha1.ShardCheck,
 	if n := len(st.Measurements); n > routingv1alpha1.MaxMeasurementsKept {
 		st.Measurements = st.Measurements[n-routingv1alpha1.MaxMeasurementsKept:]
 	}
-	if taken.Fatal {
-		st.Phase, st.Message = routingv1alpha1.CheckPhaseFailed, fatalPrefix+describe(r)
-		return st
-	}
-	st.Phase, st.Message = measuredPhase(&st, m)
-	if st.Phase == routingv1alpha1.CheckPhaseRunning {
-		p.requeueAt(p.now.Add(m.Interval()))
-	}
-	return st
+	return r
 }
 
 // checkWarning is what checkspec.Warnings says of the check named name ("" when nothing).

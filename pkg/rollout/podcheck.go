@@ -167,23 +167,7 @@ func (p *planner) recordPodCheck(check *routingv1alpha1.ShardCheck, pod *corev1.
 		return
 	}
 	st := p.podCheckStatus(ss, check)
-	st.Count++
-	switch r.Phase {
-	case routingv1alpha1.MeasurementSuccessful:
-		st.Successful++
-		st.ConsecutiveErrors = 0
-	case routingv1alpha1.MeasurementFailed:
-		st.Failed++
-		st.ConsecutiveErrors = 0
-	default:
-		r.Phase = routingv1alpha1.MeasurementError
-		st.Errors++
-		st.ConsecutiveErrors++
-	}
-	st.Measurements = append(st.Measurements, r)
-	if n := len(st.Measurements); n > routingv1alpha1.MaxMeasurementsKept {
-		st.Measurements = st.Measurements[n-routingv1alpha1.MaxMeasurementsKept:]
-	}
+	r = tally(st, r)
 	st.Message = r.Message
 	was := st.Phase
 	switch {
