@@ -99,7 +99,6 @@ func bad404Rollout(t *testing.T, name string, withCheck bool) (traffic.Report, *
 
 // Without the check, readiness passes the bad v2 in every region: users in each get 404s.
 func TestShardCheckBad404WithoutCheck(t *testing.T) {
-	t.Parallel()
 	rep, _, took := bad404Rollout(t, "chk404without", false)
 	table(t, fmt.Sprintf("bad v2 (25%% of domains 404), no check; promoted everywhere in %.0fs", took.Seconds()), rep)
 	for _, r := range realRegions {
@@ -112,7 +111,6 @@ func TestShardCheckBad404WithoutCheck(t *testing.T) {
 // With the 404-ratio check, us-east fails its first measurement during the bake and rolls back at
 // once; eu-west and ap-south never run v2 and answer no 404.
 func TestShardCheckBad404WithCheck(t *testing.T) {
-	t.Parallel()
 	rep, r, took := bad404Rollout(t, "chk404with", true)
 	table(t, fmt.Sprintf("bad v2 (25%% of domains 404), prometheus 404-ratio check; rolled back in %.0fs", took.Seconds()), rep)
 	if r.Status.Failure == nil || r.Status.Failure.Reason != routingv1alpha1.ReasonShardCheckFailed || r.Status.Failure.Shard != "us-east" ||
@@ -143,7 +141,6 @@ func TestShardCheckBad404WithCheck(t *testing.T) {
 // fails or rolls back, and eu-west is not touched, until a person promotes; then eu-west
 // promotes and holds the same way.
 func TestShardCheckNoDataHoldsUntilPromoted(t *testing.T) {
-	t.Parallel()
 	realStack(t)
 	ns := kit().NewNamespace(t)
 	db := database(t, pg, "chknodata", 1)

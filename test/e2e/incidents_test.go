@@ -37,7 +37,6 @@ func rsvcSelector(shard string) map[string]string {
 // schema check, fail-empty) while the migration Job runs alongside, as a sync hook or a CI step
 // would. The replay must reproduce the incident: 404s in every region.
 func TestIncidentR1WithoutSchemagate(t *testing.T) {
-	t.Parallel()
 	realStack(t)
 	ns := kit().NewNamespace(t)
 	db := database(t, pg, "r1without", 1)
@@ -101,7 +100,6 @@ func TestIncidentR1WithoutSchemagate(t *testing.T) {
 // R-1 with schemagate: RoutingService v1 → v2 with the same migration. No region answers a single
 // 404 or error.
 func TestIncidentR1WithSchemagate(t *testing.T) {
-	t.Parallel()
 	realStack(t)
 	ns := kit().NewNamespace(t)
 	db := database(t, pg, "r1with", 0)

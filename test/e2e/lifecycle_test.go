@@ -101,7 +101,6 @@ func jobsOf(t *testing.T, ns, version string) []string {
 // every region still on v1 answers 404, until its shard is promoted; a rollback to v1 afterwards
 // 404s as well.
 func TestIncidentR4WithoutWindow(t *testing.T) {
-	t.Parallel()
 	realStack(t)
 	ns := kit().NewNamespace(t)
 	db := database(t, pg, "r4without", 0)
@@ -155,7 +154,6 @@ func TestIncidentR4WithoutWindow(t *testing.T) {
 // reason IncompatibleRevision naming v1 and its shards; the database stays at 1 and not one
 // request is affected.
 func TestIncidentR4WithSchemagate(t *testing.T) {
-	t.Parallel()
 	realStack(t)
 	ns := kit().NewNamespace(t)
 	db := database(t, pg, "r4with", 0)

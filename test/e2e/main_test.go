@@ -4,6 +4,11 @@
 // real ReplicaSet, Job and scheduler controllers act, kwok stands in for kubelets, and the manager
 // runs as its own binary, as in production. An invariant checker watches every event. Run with
 // `make test-e2e` (it builds what it needs).
+//
+// Scheduling: a test on the real stack (PostgreSQL, routers and migrations as processes, traffic)
+// never calls t.Parallel, and its subtests run in turn, so go test runs it alone in its sequential
+// phase; only the kwok stories, which start no processes, run beside each other afterwards. Two
+// real-stack tests side by side on two cores slowed pods past their progress deadlines.
 package e2e
 
 import (

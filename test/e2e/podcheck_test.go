@@ -26,7 +26,6 @@ import (
 // ever Ready), so no region answers a single 404. Without the check, v2 is Ready by its probe and
 // reaches every region: each answers 404s. The two runs go one after the other.
 func TestIncidentR8EmptyRoutesPerPodCheck(t *testing.T) {
-	t.Parallel()
 	realStack(t)
 	for _, withCheck := range []bool{true, false} {
 		name := map[bool]string{true: "check at PodReady", false: "no check"}[withCheck]

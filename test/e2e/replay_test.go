@@ -98,14 +98,12 @@ func readyOnGeneration(t *testing.T, ns string) func() error {
 // sidecar is stopped by the kubelet and the Job completes. A retry annotated afterwards runs
 // nothing: a successful migration is never run again.
 func TestReplaySidecarKeepsTheMigrationJobRunning(t *testing.T) {
-	t.Parallel()
 	realStack(t)
 	for _, c := range []struct {
 		name   string
 		native bool
 	}{{"plain", false}, {"native", true}} {
 		t.Run(c.name, func(t *testing.T) {
-			t.Parallel()
 			ns := kit().NewNamespace(t)
 			db := database(t, pg, "sidecar_"+c.name, 0)
 			ctx := context.Background()
@@ -257,7 +255,6 @@ func suspendOnCreate(t *testing.T, ns string) {
 // after that, the Job runs with its whole deadline, and its success opens the gate: the
 // documented rule (suspended time does not count against the deadline).
 func TestReplayQueuedMigration(t *testing.T) {
-	t.Parallel()
 	realStack(t)
 	const deadline = 15
 	for _, c := range []struct {
@@ -265,7 +262,6 @@ func TestReplayQueuedMigration(t *testing.T) {
 		hold time.Duration
 	}{{"released_before_the_deadline", 8 * time.Second}, {"released_after_the_deadline", 35 * time.Second}} {
 		t.Run(c.name, func(t *testing.T) {
-			t.Parallel()
 			ns := kit().NewNamespace(t)
 			db := database(t, pg, "queue_"+strconv.Itoa(int(c.hold.Seconds())), 0)
 			ctx := context.Background()
@@ -456,14 +452,12 @@ var runningFor = regexp.MustCompile(`attempt 1 has been running for (\d+) (s|min
 // statement on SIGTERM), and nothing starts a second attempt by itself. The routers keep
 // answering from their cache: the table shows their latency, and that of direct reads of routes.
 func TestStoryS36MigrationWaitsOnALock(t *testing.T) {
-	t.Parallel()
 	realStack(t)
 	for _, c := range []struct {
 		name    string
 		release bool
 	}{{"released", true}, {"held_past_the_deadline", false}} {
 		t.Run(c.name, func(t *testing.T) {
-			t.Parallel()
 			ns := kit().NewNamespace(t)
 			db := database(t, pg, "s36_"+c.name, 0)
 			ctx := context.Background()

@@ -602,7 +602,7 @@ func TestNativeSidecarStopsWhenTheContainersExit(t *testing.T) {
 	if setup == nil || setup.ExitCode != 0 || main == nil || main.ExitCode != 0 || main.Message != "done" || side == nil {
 		t.Fatalf("setup %+v, proxy %+v, migrate %+v", setup, side, main)
 	}
-	if side.StartedAt.After(main.StartedAt.Time) || side.FinishedAt.Before(&main.FinishedAt) || !setup.FinishedAt.Time.Add(time.Second).After(main.StartedAt.Time) {
+	if side.StartedAt.After(main.StartedAt.Time) || side.FinishedAt.Before(&main.FinishedAt) || !setup.FinishedAt.Time.Add(2*time.Second).After(main.StartedAt.Time) {
 		t.Fatalf("order: setup %s–%s, proxy %s–%s, migrate %s–%s", setup.StartedAt, setup.FinishedAt, side.StartedAt, side.FinishedAt, main.StartedAt, main.FinishedAt)
 	}
 

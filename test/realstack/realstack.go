@@ -49,9 +49,13 @@ func migrateArgs(args ...string) []string {
 
 // RouterContainer is the router of one revision: it reads the route table of database (a
 // PostgreSQL URL) and needs schema; its /ready (the readiness probe) stays 503 until that schema
-// is in place. extra are more `serve` flags (--cache-policy, --check-schema=false, …).
+// is in place. extra are more `serve` flags (--cache-policy, --check-schema=false, …); a later
+// flag wins over an earlier one.
 func RouterContainer(revision string, schema int, database string, extra ...string) corev1.Container {
-	args := append([]string{"serve", fmt.Sprintf("--schema=%d", schema), "--revision=" + revision, "--refresh=500ms"}, extra...)
+	// A 5 s drain (a production preStop sleep is 5–15 s): the replays' clients learn of a
+	// terminating pod from the API server, which answers in seconds, not milliseconds, when the
+	// suite loads two cores; a 2 s drain counted that lag as the router's connection errors.
+	args := append([]string{"serve", fmt.Sprintf("--schema=%d", schema), "--revision=" + revision, "--refresh=500ms", "--shutdown-delay=5s"}, extra...)
 	return corev1.Container{
 		Name: "router", Image: RouterImage + ":" + revision, Args: args,
 		Ports: []corev1.ContainerPort{{Name: "http", ContainerPort: RouterPort}},
