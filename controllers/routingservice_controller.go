@@ -38,8 +38,8 @@ type RoutingServiceReconciler struct {
 	Recorder recorder.EventRecorder
 	// Clock is the planner's clock; tests inject a fake one.
 	Clock clock.PassiveClock
-	// APIReader reads past the cache (the manager's GetAPIReader): only to find who holds a name
-	// after a create failed with AlreadyExists. Nil means Client.
+	// APIReader reads past the cache (the manager's GetAPIReader): to find who holds a name after
+	// a create failed with AlreadyExists, and to get the Secrets checks name. Nil means Client.
 	APIReader client.Reader
 	// Measurer takes the measurements of http and prometheus checks the planner asks for
 	// (nil: a zero measure.Taker).
@@ -124,9 +124,12 @@ func (r *RoutingServiceReconciler) Reconcile(ctx context.Context, req ctrl.Reque
 	plan := rollout.Compute(observed)
 	if len(plan.Measurements) > 0 {
 		// The planner is pure: it asks for the measurements of http and prometheus checks that
-		// are due, and decides again with them. Each is bounded by its check's timeoutSeconds.
-		observed.Measurements = r.pending.take(ctx, r.measurer(), rsvc, plan.Measurements, observed.Now)
-		plan = rollout.Compute(observed)
+		// are due, and decides again with those taken. They are taken in the background (each
+		// bounded by its check's timeoutSeconds) and wake this RoutingService when they finish:
+		// no reconcile waits on an endpoint.
+		if observed.Measurements = r.pending.take(r.measurer(), r.checkSecrets(rsvc.Namespace), rsvc, plan.Measurements, observed.Now); len(observed.Measurements) > 0 {
+			plan = rollout.Compute(observed)
+		}
 	}
 
 	refusals, err := r.syncDisruptionBudgets(ctx, rsvc, spokes)
@@ -283,6 +286,8 @@ func (r *RoutingServiceReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		// gate (pkg/rollout/podhealth.go); readiness arrives through the ReplicaSets' status.
 		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(routingPodOwner), builder.WithPredicates(restartsChanged)).
 		Named("routingservice")
+	// Finished http and prometheus measurements arrive on a channel (measurements.go).
+	b = b.WatchesRawSource(source.Channel(r.pending.Events(), &handler.EnqueueRequestForObject{}))
 	if r.Spokes != nil {
 		// Changes in the spokes (their objects, their reachability) arrive on a channel.
 		b = b.WatchesRawSource(source.Channel(r.Spokes.Events(), &handler.EnqueueRequestForObject{}))

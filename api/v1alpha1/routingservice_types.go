@@ -749,9 +749,14 @@ type HTTPCheck struct {
 	// value.
 	// +optional
 	JSON *JSONCondition `json:"json,omitempty"`
+
+	// tls verifies an https server with a CA of your own and presents a client certificate.
+	// +optional
+	TLS *CheckTLS `json:"tls,omitempty"`
 }
 
 // HTTPHeader is one request header.
+// +kubebuilder:validation:XValidation:rule="!(has(self.value) && has(self.valueFrom))",message="a header has value or valueFrom, not both"
 type HTTPHeader struct {
 	// name is the header's name.
 	// +required
@@ -759,10 +764,66 @@ type HTTPHeader struct {
 	// +kubebuilder:validation:MaxLength=256
 	// +kubebuilder:validation:Pattern=`^[A-Za-z0-9!#$%&'*+.^_|~-]+$`
 	Name string `json:"name"`
-	// value is the header's value (placeholders are replaced).
-	// +required
+	// value is the header's value (placeholders are replaced). Unset with valueFrom unset: an
+	// empty value.
+	// +optional
 	// +kubebuilder:validation:MaxLength=4096
-	Value string `json:"value"`
+	Value string `json:"value,omitempty"`
+	// valueFrom reads the value from a Secret in the RoutingService's namespace instead, verbatim
+	// (no placeholders; one trailing newline dropped), for a token or a tenant ID that must not sit
+	// in the spec. The manager gets that one Secret by name, past its cache, when it measures
+	// (docs/security.md); a Secret it cannot read makes the measurement an Error that names the
+	// Secret and key, never the value.
+	// +optional
+	ValueFrom *HeaderValueSource `json:"valueFrom,omitempty"`
+}
+
+// HeaderValueSource says where a header's value comes from.
+type HeaderValueSource struct {
+	// secretKeyRef names the Secret and its key.
+	// +required
+	SecretKeyRef SecretKeySelector `json:"secretKeyRef"`
+}
+
+// SecretKeySelector is one key of a Secret in the RoutingService's own namespace (there is no
+// namespace field: a check never reads another namespace's Secrets).
+type SecretKeySelector struct {
+	// name is the Secret's name.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`
+	Name string `json:"name"`
+	// key is the key in the Secret's data.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^[-._a-zA-Z0-9]+$`
+	Key string `json:"key"`
+}
+
+// CheckTLS is how an https check verifies its server and proves who the manager is. Unset: the
+// system's root certificates, no client certificate.
+type CheckTLS struct {
+	// ca is a key of a Secret holding the PEM certificates of the authorities that may sign the
+	// server's certificate (ca.crt of a cert-manager Certificate's Secret, for instance); they
+	// replace the system's roots for this check.
+	// +optional
+	CA *SecretKeySelector `json:"ca,omitempty"`
+	// clientCertificateSecretName names a Secret of type kubernetes.io/tls whose tls.crt and
+	// tls.key the manager presents to servers that ask for a client certificate (mutual TLS).
+	// +optional
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`
+	ClientCertificateSecretName string `json:"clientCertificateSecretName,omitempty"`
+	// serverName is the name the server's certificate must carry, when it is not the URL's host:
+	// a check at PodReady addresses each pod by {{podIP}}, and the pods' certificate names the
+	// Service.
+	// +optional
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	ServerName string `json:"serverName,omitempty"`
 }
 
 // JSONCondition is a condition on a JSON response body.
@@ -822,6 +883,19 @@ type PrometheusCheck struct {
 	// +kubebuilder:validation:Minimum=1
 	// +kubebuilder:validation:Maximum=3600
 	ScrapeIntervalSeconds *int32 `json:"scrapeIntervalSeconds,omitempty"`
+
+	// headers are sent with each query: Authorization (a bearer token from a Secret), or the
+	// tenant header of a multi-tenant Prometheus (X-Scope-OrgID). A Host header is refused.
+	// +optional
+	// +listType=map
+	// +listMapKey=name
+	// +kubebuilder:validation:MaxItems=10
+	// +kubebuilder:validation:XValidation:rule="self.all(h, h.name.lowerAscii() != 'host')",message="spec.strategy.checks[].prometheus.headers may not set Host"
+	Headers []HTTPHeader `json:"headers,omitempty"`
+
+	// tls verifies an https Prometheus with a CA of your own and presents a client certificate.
+	// +optional
+	TLS *CheckTLS `json:"tls,omitempty"`
 }
 
 // CheckWhen is a moment of a shard's step at which a check runs.

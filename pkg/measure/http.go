@@ -21,7 +21,7 @@ import (
 // http sends the check's GET and judges the answer: Successful when the status code is expected
 // (default 200) and the JSON condition, if any, holds; Failed otherwise; Error when no answer
 // came (refused, reset, timeout).
-func (t *Taker) http(ctx context.Context, c *routingv1alpha1.HTTPCheck, vars map[string]string) result {
+func (t *Taker) http(ctx context.Context, c *routingv1alpha1.HTTPCheck, vars map[string]string, secrets Secrets) result {
 	raw := expand(c.URL, vars)
 	u, err := url.Parse(raw)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
@@ -38,15 +38,22 @@ func (t *Taker) http(ctx context.Context, c *routingv1alpha1.HTTPCheck, vars map
 	if err != nil {
 		return fatal("request to %s: %v", u.Redacted(), err)
 	}
-	for _, h := range c.Headers {
-		v := expand(h.Value, vars)
-		if strings.EqualFold(h.Name, "Host") {
-			req.Host = v
+	creds, err := resolve(ctx, secrets, c.Headers, c.TLS, vars)
+	if err != nil {
+		return errorf("%v", err)
+	}
+	for _, h := range creds.headers {
+		if strings.EqualFold(h.name, "Host") {
+			req.Host = h.value
 			continue
 		}
-		req.Header.Set(h.Name, v)
+		req.Header.Set(h.name, h.value)
 	}
-	resp, err := t.httpClient().Do(req)
+	cl, err := t.clientFor(creds)
+	if err != nil {
+		return fatal("%v", err)
+	}
+	resp, err := cl.Do(req)
 	if err != nil {
 		if errors.Is(err, context.DeadlineExceeded) || errors.Is(ctx.Err(), context.DeadlineExceeded) {
 			return errorf("GET %s: no answer within timeoutSeconds", u.Redacted())

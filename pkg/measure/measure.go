@@ -28,19 +28,22 @@ type Taker struct {
 	conditions conditionCache
 	clientOnce sync.Once
 	shared     *http.Client
+	tlsMu      sync.Mutex
+	tlsClients map[[32]byte]*http.Client
 }
 
 // Take takes one measurement. It returns within the check's timeoutSeconds (plus the time to
-// compile a condition the first time it is seen).
-func (t *Taker) Take(ctx context.Context, req rollout.MeasurementRequest) rollout.TakenMeasurement {
+// compile a condition the first time it is seen). secrets reads the Secrets the check's headers
+// and tls name (nil: a check that names one measures an Error).
+func (t *Taker) Take(ctx context.Context, req rollout.MeasurementRequest, secrets Secrets) rollout.TakenMeasurement {
 	ctx, cancel := context.WithTimeout(ctx, req.Check.Timeout())
 	defer cancel()
 	var r result
 	switch {
 	case req.Check.HTTP != nil:
-		r = t.http(ctx, req.Check.HTTP, req.Vars)
+		r = t.http(ctx, req.Check.HTTP, req.Vars, secrets)
 	case req.Check.Prometheus != nil:
-		r = t.prometheus(ctx, req.Check.Prometheus, req.Vars)
+		r = t.prometheus(ctx, req.Check.Prometheus, req.Vars, secrets)
 	default:
 		r = fatal("the check has neither http nor prometheus")
 	}
@@ -54,15 +57,15 @@ func (t *Taker) Take(ctx context.Context, req rollout.MeasurementRequest) rollou
 const MaxConcurrent = 8
 
 // TakeAll takes the measurements of reqs, at most MaxConcurrent at once, and returns them in
-// order.
-func (t *Taker) TakeAll(ctx context.Context, reqs []rollout.MeasurementRequest) []rollout.TakenMeasurement {
+// order. secrets is shared by the concurrent measurements.
+func (t *Taker) TakeAll(ctx context.Context, reqs []rollout.MeasurementRequest, secrets Secrets) []rollout.TakenMeasurement {
 	out := make([]rollout.TakenMeasurement, len(reqs))
 	done := make(chan struct{}, len(reqs))
 	slots := make(chan struct{}, MaxConcurrent)
 	for i := range reqs {
 		go func() {
 			slots <- struct{}{}
-			out[i] = t.Take(ctx, reqs[i])
+			out[i] = t.Take(ctx, reqs[i], secrets)
 			<-slots
 			done <- struct{}{}
 		}()

@@ -80,7 +80,7 @@ func TestHTTP(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			start := time.Now()
-			got := tk.Take(context.Background(), httpReq(c.check))
+			got := tk.Take(context.Background(), httpReq(c.check), nil)
 			if d := time.Since(start); d > 3*time.Second {
 				t.Fatalf("took %s with timeoutSeconds 1", d)
 			}
@@ -162,7 +162,7 @@ func TestPrometheusResults(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			got := tk.Take(context.Background(), promReq(promAPI(t, c.status, c.body), "sum(x)", c.success, c.failure))
+			got := tk.Take(context.Background(), promReq(promAPI(t, c.status, c.body), "sum(x)", c.success, c.failure), nil)
 			if got.Result.Phase != c.phase || got.Result.Value != c.value || got.Fatal != c.fatal || !strings.Contains(got.Result.Message, c.msg) {
 				t.Fatalf("got %+v fatal=%v", got.Result, got.Fatal)
 			}
@@ -170,13 +170,13 @@ func TestPrometheusResults(t *testing.T) {
 	}
 	t.Run("hangs", func(t *testing.T) {
 		start := time.Now()
-		got := tk.Take(context.Background(), promReq(promAPI(t, 200, "")+"/hang", "sum(x)", "result < 1.0", ""))
+		got := tk.Take(context.Background(), promReq(promAPI(t, 200, "")+"/hang", "sum(x)", "result < 1.0", ""), nil)
 		if got.Result.Phase != routingv1alpha1.MeasurementError || !strings.Contains(got.Result.Message, "no answer within timeoutSeconds") || time.Since(start) > 3*time.Second {
 			t.Fatalf("got %+v after %s", got.Result, time.Since(start))
 		}
 	})
 	t.Run("unreachable", func(t *testing.T) {
-		got := tk.Take(context.Background(), promReq("http://"+closedAddr(t), "sum(x)", "result < 1.0", ""))
+		got := tk.Take(context.Background(), promReq("http://"+closedAddr(t), "sum(x)", "result < 1.0", ""), nil)
 		if got.Result.Phase != routingv1alpha1.MeasurementError || got.Fatal || !strings.Contains(got.Result.Message, "refused") {
 			t.Fatalf("got %+v", got.Result)
 		}
@@ -212,7 +212,7 @@ func FuzzPrometheusAnswer(f *testing.F) {
 		mu.Lock()
 		status, body = code, answer
 		mu.Unlock()
-		got := tk.Take(context.Background(), promReq(srv.URL, "sum(x)", "result < 0.01", "result > 0.5"))
+		got := tk.Take(context.Background(), promReq(srv.URL, "sum(x)", "result < 0.01", "result > 0.5"), nil)
 		switch got.Result.Phase {
 		case routingv1alpha1.MeasurementSuccessful, routingv1alpha1.MeasurementFailed, routingv1alpha1.MeasurementInconclusive, routingv1alpha1.MeasurementError:
 		default:

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"net/http"
 	"net/url"
 	"strconv"
 	"time"
@@ -20,7 +21,7 @@ import (
 // conditions. An empty vector or NaN is Inconclusive (no data: a ratio over no requests is
 // 0/0); a vector of several samples, a range vector or a string is an Error naming what came
 // back; a query Prometheus rejects as bad_data (it does not parse) is Fatal.
-func (t *Taker) prometheus(ctx context.Context, c *routingv1alpha1.PrometheusCheck, vars map[string]string) result {
+func (t *Taker) prometheus(ctx context.Context, c *routingv1alpha1.PrometheusCheck, vars map[string]string, secrets Secrets) result {
 	success, err := t.conditions.compile(c.SuccessCondition)
 	if err != nil {
 		return fatal("successCondition %q: %v", c.SuccessCondition, err)
@@ -35,7 +36,18 @@ func (t *Taker) prometheus(ctx context.Context, c *routingv1alpha1.PrometheusChe
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return fatal("address %q is not an http or https URL", c.Address)
 	}
-	client, err := api.NewClient(api.Config{Address: c.Address, Client: t.httpClient()})
+	creds, err := resolve(ctx, secrets, c.Headers, c.TLS, vars)
+	if err != nil {
+		return errorf("%v", err)
+	}
+	cl, err := t.clientFor(creds)
+	if err != nil {
+		return fatal("%v", err)
+	}
+	if len(creds.headers) > 0 {
+		cl = &http.Client{Transport: withHeaders{cl.Transport, creds.headers}, CheckRedirect: cl.CheckRedirect}
+	}
+	client, err := api.NewClient(api.Config{Address: c.Address, Client: cl})
 	if err != nil {
 		return fatal("address %s: %v", u.Redacted(), err)
 	}

@@ -31,6 +31,62 @@ func (t *Taker) httpClient() *http.Client {
 	return t.shared
 }
 
+// maxTLSTransports bounds the transports kept for checks with a tls of their own; past it, all
+// are closed and built again as measurements need them.
+const maxTLSTransports = 32
+
+// clientFor is the client of a measurement with credentials c: the shared one, or, when c has a
+// TLS config, one whose transport is a clone of the shared transport with that config, kept per
+// TLS material so its connections are reused. Its error is Fatal: the manager's transport is not
+// an *http.Transport (only a test injects such a one).
+func (t *Taker) clientFor(c credentials) (*http.Client, error) {
+	shared := t.httpClient()
+	if c.tls == nil {
+		return shared, nil
+	}
+	t.tlsMu.Lock()
+	defer t.tlsMu.Unlock()
+	if cl, ok := t.tlsClients[c.tlsKey]; ok {
+		return cl, nil
+	}
+	base, ok := t.Transport.(*http.Transport)
+	if t.Transport == nil {
+		base, ok = http.DefaultTransport.(*http.Transport), true
+	}
+	if !ok {
+		return nil, fmt.Errorf("the manager's transport (%T) takes no TLS config of a check's own", t.Transport)
+	}
+	if len(t.tlsClients) >= maxTLSTransports {
+		for _, cl := range t.tlsClients {
+			cl.CloseIdleConnections()
+		}
+		clear(t.tlsClients)
+	}
+	tr := base.Clone()
+	tr.TLSClientConfig = c.tls
+	cl := &http.Client{Transport: boundedBodies{tr}, CheckRedirect: sameHostRedirects}
+	if t.tlsClients == nil {
+		t.tlsClients = map[[32]byte]*http.Client{}
+	}
+	t.tlsClients[c.tlsKey] = cl
+	return cl, nil
+}
+
+// withHeaders is a RoundTripper that sets headers on each request (the Prometheus client builds
+// its requests itself).
+type withHeaders struct {
+	next    http.RoundTripper
+	headers []header
+}
+
+func (w withHeaders) RoundTrip(req *http.Request) (*http.Response, error) {
+	req = req.Clone(req.Context())
+	for _, h := range w.headers {
+		req.Header.Set(h.name, h.value)
+	}
+	return w.next.RoundTrip(req)
+}
+
 // sameHostRedirects is an http.Client's CheckRedirect: only to the first request's scheme and
 // host:port, and at most 10 times.
 func sameHostRedirects(req *http.Request, via []*http.Request) error {

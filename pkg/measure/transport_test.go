@@ -23,7 +23,7 @@ func TestPrometheusBodyIsBounded(t *testing.T) {
 	}))
 	defer srv.Close()
 	var tk Taker
-	got := tk.Take(context.Background(), promReq(srv.URL, "x", "result < 1.0", ""))
+	got := tk.Take(context.Background(), promReq(srv.URL, "x", "result < 1.0", ""), nil)
 	if got.Result.Phase != routingv1alpha1.MeasurementError || !strings.Contains(got.Result.Message, "larger than") {
 		t.Fatalf("a 2 MiB answer must be an Error naming the bound, got %s %q", got.Result.Phase, got.Result.Message)
 	}
@@ -32,7 +32,7 @@ func TestPrometheusBodyIsBounded(t *testing.T) {
 		fmt.Fprint(w, `{"status":"success","data":{"resultType":"scalar","result":[0,"0.5"]}}`)
 	}))
 	defer small.Close()
-	if got := tk.Take(context.Background(), promReq(small.URL, "x", "result < 1.0", "")); got.Result.Phase != routingv1alpha1.MeasurementSuccessful {
+	if got := tk.Take(context.Background(), promReq(small.URL, "x", "result < 1.0", ""), nil); got.Result.Phase != routingv1alpha1.MeasurementSuccessful {
 		t.Fatalf("a small answer: %+v", got.Result)
 	}
 }
@@ -62,10 +62,10 @@ func TestMeasurementsShareOneTransport(t *testing.T) {
 	defer p.Close()
 	var tk Taker
 	for i := 0; i < 20; i++ {
-		if got := tk.Take(context.Background(), httpReq(routingv1alpha1.HTTPCheck{URL: h.URL})); got.Result.Phase != routingv1alpha1.MeasurementSuccessful {
+		if got := tk.Take(context.Background(), httpReq(routingv1alpha1.HTTPCheck{URL: h.URL}), nil); got.Result.Phase != routingv1alpha1.MeasurementSuccessful {
 			t.Fatalf("http: %+v", got.Result)
 		}
-		if got := tk.Take(context.Background(), promReq(p.URL, "x", "result < 1.0", "")); got.Result.Phase != routingv1alpha1.MeasurementSuccessful {
+		if got := tk.Take(context.Background(), promReq(p.URL, "x", "result < 1.0", ""), nil); got.Result.Phase != routingv1alpha1.MeasurementSuccessful {
 			t.Fatalf("prometheus: %+v", got.Result)
 		}
 	}
@@ -95,10 +95,10 @@ func TestRedirectsStayOnTheChecksHost(t *testing.T) {
 	}))
 	defer srv.Close()
 	var tk Taker
-	if got := tk.Take(context.Background(), httpReq(routingv1alpha1.HTTPCheck{URL: srv.URL + "/here"})); got.Result.Phase != routingv1alpha1.MeasurementSuccessful {
+	if got := tk.Take(context.Background(), httpReq(routingv1alpha1.HTTPCheck{URL: srv.URL + "/here"}), nil); got.Result.Phase != routingv1alpha1.MeasurementSuccessful {
 		t.Fatalf("a redirect on the same host is followed: %+v", got.Result)
 	}
-	got := tk.Take(context.Background(), httpReq(routingv1alpha1.HTTPCheck{URL: srv.URL + "/away"}))
+	got := tk.Take(context.Background(), httpReq(routingv1alpha1.HTTPCheck{URL: srv.URL + "/away"}), nil)
 	if got.Result.Phase != routingv1alpha1.MeasurementFailed || got.Result.Value != "302" {
 		t.Fatalf("a redirect to another host must not be followed: %+v", got.Result)
 	}

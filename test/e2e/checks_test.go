@@ -52,7 +52,7 @@ func scraped(ns, db string) *routingv1alpha1.RoutingService {
 // RoutingService at the end: Ready (no check) or Stalled and rolled back (with it).
 func bad404Rollout(t *testing.T, name string, withCheck bool) (traffic.Report, *routingv1alpha1.RoutingService, time.Duration) {
 	realStack(t)
-	ns := kit().NewNamespace(t)
+	ns := realNamespace(t)
 	db := database(t, pg, name, 1)
 	ctx := context.Background()
 	prom, err := prometheus.Start(ctx, prometheus.Options{KubeconfigPath: cluster.Kubeconfig, Namespace: ns})
@@ -142,7 +142,7 @@ func TestShardCheckBad404WithCheck(t *testing.T) {
 // promotes and holds the same way.
 func TestShardCheckNoDataHoldsUntilPromoted(t *testing.T) {
 	realStack(t)
-	ns := kit().NewNamespace(t)
+	ns := realNamespace(t)
 	db := database(t, pg, "chknodata", 1)
 	ctx := context.Background()
 	prom, err := prometheus.Start(ctx, prometheus.Options{KubeconfigPath: cluster.Kubeconfig, Namespace: ns})

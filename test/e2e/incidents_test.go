@@ -38,7 +38,7 @@ func rsvcSelector(shard string) map[string]string {
 // would. The replay must reproduce the incident: 404s in every region.
 func TestIncidentR1WithoutSchemagate(t *testing.T) {
 	realStack(t)
-	ns := kit().NewNamespace(t)
+	ns := realNamespace(t)
 	db := database(t, pg, "r1without", 1)
 	ctx := context.Background()
 	original := func(rev string, schema int) corev1.Container {
@@ -101,7 +101,7 @@ func TestIncidentR1WithoutSchemagate(t *testing.T) {
 // 404 or error.
 func TestIncidentR1WithSchemagate(t *testing.T) {
 	realStack(t)
-	ns := kit().NewNamespace(t)
+	ns := realNamespace(t)
 	db := database(t, pg, "r1with", 0)
 	ctx := context.Background()
 	if err := k8s.Create(ctx, realRoutingService(ns, db)); err != nil {
@@ -164,7 +164,7 @@ func TestIncidentR1WithSchemagate(t *testing.T) {
 // canary answers 404 once the TTL has passed; schemagate never scales a shard down meanwhile.
 func TestIncidentR2FailStatic(t *testing.T) {
 	realStack(t)
-	ns := kit().NewNamespace(t)
+	ns := realNamespace(t)
 	ctx := context.Background()
 	own, err := postgres.Start(ctx, postgres.Options{})
 	if err != nil {
@@ -258,7 +258,7 @@ func TestIncidentR3OneBadRegion(t *testing.T) {
 		{"podHealth Off", true, []string{routingv1alpha1.ReasonProgressDeadlineExceeded}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			ns := kit().NewNamespace(t)
+			ns := realNamespace(t)
 			checker.ExemptI2(ns, "R-3: v2's pods crash under load by design; schemagate's own steps are checked by the planner tests")
 			db := database(t, pg, "r3_"+map[bool]string{false: "gate", true: "off"}[c.off], 0)
 			ctx := context.Background()

@@ -25,6 +25,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -297,6 +298,8 @@ func upgradeCRD(t *testing.T, c client.Client, kubectl func(...string) (string, 
 type managerRun struct {
 	proc       *localcluster.Process
 	metricsURL string
+	// as is a client that acts as the manager's ServiceAccount (the admin impersonating it).
+	as client.Client
 }
 
 // runManagerAs starts bin/manager with a kubeconfig holding a token of ServiceAccount ns/sa,
@@ -314,7 +317,14 @@ func runManagerAs(t *testing.T, ic *localcluster.Cluster, ns, sa string, args ..
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { p.Stop(5 * time.Second) })
-	return &managerRun{proc: p, metricsURL: fmt.Sprintf("https://127.0.0.1:%d/metrics", port)}
+	cfg := rest.CopyConfig(ic.Config)
+	cfg.Impersonate = rest.ImpersonationConfig{UserName: "system:serviceaccount:" + ns + ":" + sa,
+		Groups: []string{"system:serviceaccounts", "system:serviceaccounts:" + ns, "system:authenticated"}}
+	as, err := client.New(cfg, client.Options{Scheme: clientgoscheme.Scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &managerRun{proc: p, metricsURL: fmt.Sprintf("https://127.0.0.1:%d/metrics", port), as: as}
 }
 
 func (m *managerRun) stop(t *testing.T) {
@@ -349,15 +359,24 @@ func waitForReplicaSet(t *testing.T, c client.Client, ns string, m *managerRun) 
 	// The API server's owner-reference admission maps a kind through discovery it refreshes every
 	// 30 s: until then a create with blockOwnerDeletion on a RoutingService fails ("cannot find
 	// RESTMapping"), and the manager's per-object backoff grows meanwhile (past a minute). Wait
-	// until such a create passes, then touch rs-a: the event reconciles it at once.
+	// until such a create passes, then touch rs-a: the event reconciles it at once. The probe is
+	// a ReplicaSet of 0 replicas created as the manager's ServiceAccount: the plugin checks
+	// nothing for the admin, so an admin's probe passes before the manager's create would.
 	var created routingv1alpha1.RoutingService
 	if err := c.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: "rs-a"}, &created); err != nil {
 		t.Fatal(err)
 	}
-	story.Eventually(t, 2*time.Minute, "the API server maps RoutingService for owner references", func() error {
-		probe := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{GenerateName: "owner-probe-", Namespace: ns,
-			OwnerReferences: []metav1.OwnerReference{{APIVersion: routingv1alpha1.GroupVersion.String(), Kind: "RoutingService", Name: created.Name, UID: created.UID, BlockOwnerDeletion: ptr.To(true)}}}}
-		return c.Create(context.Background(), probe)
+	story.Eventually(t, 3*time.Minute, "the API server maps RoutingService for owner references", func() error {
+		labels := map[string]string{"test.schemagate.io/owner-probe": "true"}
+		probe := &appsv1.ReplicaSet{ObjectMeta: metav1.ObjectMeta{GenerateName: "owner-probe-", Namespace: ns,
+			OwnerReferences: []metav1.OwnerReference{{APIVersion: routingv1alpha1.GroupVersion.String(), Kind: "RoutingService", Name: created.Name, UID: created.UID, BlockOwnerDeletion: ptr.To(true)}}},
+			Spec: appsv1.ReplicaSetSpec{Replicas: ptr.To(int32(0)), Selector: &metav1.LabelSelector{MatchLabels: labels},
+				Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels},
+					Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "probe", Image: "probe:none"}}}}}}
+		if err := m.as.Create(context.Background(), probe); err != nil {
+			return err
+		}
+		return m.as.Delete(context.Background(), probe)
 	})
 	story.Eventually(t, 30*time.Second, "rs-a touched", func() error {
 		var r routingv1alpha1.RoutingService

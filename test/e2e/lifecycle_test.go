@@ -102,7 +102,7 @@ func jobsOf(t *testing.T, ns, version string) []string {
 // 404s as well.
 func TestIncidentR4WithoutWindow(t *testing.T) {
 	realStack(t)
-	ns := kit().NewNamespace(t)
+	ns := realNamespace(t)
 	db := database(t, pg, "r4without", 0)
 	ctx := context.Background()
 	if err := k8s.Create(ctx, typeChangeV1(ns, db, realstack.SetNaive, nil)); err != nil {
@@ -155,7 +155,7 @@ func TestIncidentR4WithoutWindow(t *testing.T) {
 // request is affected.
 func TestIncidentR4WithSchemagate(t *testing.T) {
 	realStack(t)
-	ns := kit().NewNamespace(t)
+	ns := realNamespace(t)
 	db := database(t, pg, "r4with", 0)
 	ctx := context.Background()
 	if err := k8s.Create(ctx, typeChangeV1(ns, db, realstack.SetNaive, realstack.Range("1", "1"))); err != nil {
@@ -328,7 +328,7 @@ func TestIncidentR5ExpandContract(t *testing.T) {
 	// Not parallel: it asserts zero failed requests over minutes of traffic, which 2 cores do not
 	// keep at a 1 s timeout beside the other replays.
 	realStack(t)
-	ns := kit().NewNamespace(t)
+	ns := realNamespace(t)
 	db := database(t, pg, "r5", 0)
 	ctx := context.Background()
 	const window = 20 * time.Second

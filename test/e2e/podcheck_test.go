@@ -35,7 +35,7 @@ func TestIncidentR8EmptyRoutesPerPodCheck(t *testing.T) {
 
 // r8Run rolls the empty-route v2 out under traffic, with or without the check at PodReady.
 func r8Run(t *testing.T, withCheck bool) {
-	ns := kit().NewNamespace(t)
+	ns := realNamespace(t)
 	db := database(t, pg, map[bool]string{true: "r8_check", false: "r8_none"}[withCheck], 1)
 	ctx := context.Background()
 	rs := realRoutingService(ns, db)

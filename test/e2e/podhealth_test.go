@@ -39,7 +39,7 @@ func TestIncidentR7MemoryUnderLoad(t *testing.T) {
 		off  bool
 	}{{"pod-health gate", false}, {"podHealth Off", true}} {
 		t.Run(c.name, func(t *testing.T) { // one after the other: the Off run loads the machine
-			ns := kit().NewNamespace(t)
+			ns := realNamespace(t)
 			checker.ExemptI2(ns, "R-7: v2's pods are OOM-killed under load by design; schemagate's own steps are checked by the planner tests")
 			db := database(t, pg, "r7_"+map[bool]string{false: "gate", true: "off"}[c.off], 0)
 			ctx := context.Background()

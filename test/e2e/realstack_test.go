@@ -17,6 +17,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	routingv1alpha1 "github.com/schemagate/schemagate/api/v1alpha1"
 	"github.com/schemagate/schemagate/pkg/rollout"
@@ -59,6 +60,34 @@ func realStack(t *testing.T) {
 	if realErr != nil {
 		t.Fatalf("real stack: %v", realErr)
 	}
+}
+
+// realNamespace is a namespace of the test's own whose routers and migrations stop when the test
+// ends: its RoutingServices are deleted (the garbage collector removes their ReplicaSets, and the
+// node agent stops the pods' processes), then the namespace with everything else in it. Left
+// running, each scenario's routers kept polling PostgreSQL and being probed through every later
+// scenario, and by the tenth the machine's two cores answered requests in a second.
+func realNamespace(t *testing.T) string {
+	t.Helper()
+	ns := kit().NewNamespace(t)
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		if err := k8s.DeleteAllOf(ctx, &routingv1alpha1.RoutingService{}, client.InNamespace(ns)); err != nil {
+			t.Logf("cleanup: deleting the RoutingServices of %s: %v", ns, err)
+		}
+		for ctx.Err() == nil {
+			var list routingv1alpha1.RoutingServiceList
+			if err := k8s.List(ctx, &list, client.InNamespace(ns)); err == nil && len(list.Items) == 0 {
+				break
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
+		if err := k8s.Delete(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
+			t.Logf("cleanup: deleting namespace %s: %v", ns, err)
+		}
+	})
+	return ns
 }
 
 // database creates a database for one scenario and migrates it to schema with the router's own

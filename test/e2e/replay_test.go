@@ -104,7 +104,7 @@ func TestReplaySidecarKeepsTheMigrationJobRunning(t *testing.T) {
 		native bool
 	}{{"plain", false}, {"native", true}} {
 		t.Run(c.name, func(t *testing.T) {
-			ns := kit().NewNamespace(t)
+			ns := realNamespace(t)
 			db := database(t, pg, "sidecar_"+c.name, 0)
 			ctx := context.Background()
 			if err := k8s.Create(ctx, realRoutingService(ns, db)); err != nil {
@@ -262,7 +262,7 @@ func TestReplayQueuedMigration(t *testing.T) {
 		hold time.Duration
 	}{{"released_before_the_deadline", 8 * time.Second}, {"released_after_the_deadline", 35 * time.Second}} {
 		t.Run(c.name, func(t *testing.T) {
-			ns := kit().NewNamespace(t)
+			ns := realNamespace(t)
 			db := database(t, pg, "queue_"+strconv.Itoa(int(c.hold.Seconds())), 0)
 			ctx := context.Background()
 			suspendOnCreate(t, ns)
@@ -458,7 +458,7 @@ func TestStoryS36MigrationWaitsOnALock(t *testing.T) {
 		release bool
 	}{{"released", true}, {"held_past_the_deadline", false}} {
 		t.Run(c.name, func(t *testing.T) {
-			ns := kit().NewNamespace(t)
+			ns := realNamespace(t)
 			db := database(t, pg, "s36_"+c.name, 0)
 			ctx := context.Background()
 			if err := k8s.Create(ctx, realRoutingService(ns, db)); err != nil {

@@ -158,3 +158,47 @@ func TestShardCheckBadInputIsRejected(t *testing.T) {
 		})
 	}
 }
+
+// Issue 24, item 3: measurements run outside the reconcile workers. Six RoutingServices (more
+// than the manager's four workers) bake against an endpoint that never answers (timeoutSeconds
+// 60, so each measurement holds whatever waits on it for a minute); a seventh, without checks,
+// rolls out v2 through its three shards meanwhile, as fast as it would alone. Were the
+// measurements taken inside the reconcile, the hung ones would hold every worker a minute at a
+// time and the seventh would wait minutes.
+func TestStoryHungChecksHoldNoWorker(t *testing.T) {
+	t.Parallel()
+	srv := newSmokeServer(t, nil)
+	t.Cleanup(srv.CloseClientConnections) // before Close, which waits for the hung requests
+	var hung []string
+	for range 6 {
+		ns := steadyV1(t)
+		hang := httpCheck("hangs", srv.URL+"/hang/{{shard}}/{{revision}}", 3)
+		hang.Measurement.TimeoutSeconds = ptr.To(int32(60))
+		hang.ConsecutiveErrorLimit = ptr.To(int32(100))
+		kit.Update(t, ns, func(r *routingv1alpha1.RoutingService) {
+			r.Spec.Template.Spec.Containers[0].Image = "app:v2"
+			r.Spec.Strategy.BakeSeconds = ptr.To(int32(600))
+			r.Spec.Strategy.Checks = []routingv1alpha1.ShardCheck{hang}
+		})
+		hung = append(hung, ns)
+	}
+	story.Eventually(t, 30*time.Second, "every hung RoutingService measuring", func() error {
+		if n := len(srv.asked("/hang/")); n < len(hung) {
+			return fmt.Errorf("%d hung measurements started", n)
+		}
+		return nil
+	})
+	ns := steadyV1(t)
+	began := time.Now()
+	kit.Update(t, ns, func(r *routingv1alpha1.RoutingService) {
+		r.Spec.Template.Spec.Containers[0].Image = "app:v2"
+		r.Spec.Strategy.BakeSeconds = ptr.To(int32(1))
+	})
+	kit.WaitReady(t, ns, 45*time.Second)
+	t.Logf("v2 through three shards in %.1fs beside %d RoutingServices whose checks hang", time.Since(began).Seconds(), len(hung))
+	for _, h := range hung {
+		if r := kit.Get(t, h); r.Status.Failure != nil {
+			t.Fatalf("%s failed: %+v", h, r.Status.Failure)
+		}
+	}
+}

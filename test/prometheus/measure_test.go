@@ -2,6 +2,8 @@ package prometheus
 
 import (
 	"context"
+	"encoding/base64"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -10,6 +12,7 @@ import (
 	routingv1alpha1 "github.com/schemagate/schemagate/api/v1alpha1"
 	"github.com/schemagate/schemagate/pkg/measure"
 	"github.com/schemagate/schemagate/pkg/rollout"
+	"github.com/schemagate/schemagate/test/certs"
 )
 
 // The prometheus provider (pkg/measure) against a real Prometheus server: each shape of answer
@@ -21,7 +24,7 @@ func TestMeasureAgainstRealPrometheus(t *testing.T) {
 	take := func(address, query string) rollout.TakenMeasurement {
 		return tk.Take(ctx, rollout.MeasurementRequest{Vars: map[string]string{"shard": "us-east"}, Check: routingv1alpha1.ShardCheck{Name: "ratio",
 			Prometheus:  &routingv1alpha1.PrometheusCheck{Address: address, Query: query, SuccessCondition: "result < 0.01"},
-			Measurement: routingv1alpha1.Measurement{TimeoutSeconds: ptr.To(int32(2))}}})
+			Measurement: routingv1alpha1.Measurement{TimeoutSeconds: ptr.To(int32(2))}}}, nil)
 	}
 	cases := []struct {
 		name, query string
@@ -57,4 +60,80 @@ func TestMeasureAgainstRealPrometheus(t *testing.T) {
 		}
 		t.Logf("stopped server → %s %s", got.Result.Phase, got.Result.Message)
 	})
+}
+
+// Item 5 of issue 23 against a real Prometheus protected as in production (--web.config.file):
+// HTTPS with a certificate of its own CA, client certificates required, basic auth. The check's
+// Authorization header, CA and client certificate come from Secrets (a map here; the controller
+// reads them from the API server); each missing part is an Error that says what the server
+// refused.
+func TestMeasureAgainstPrometheusWithTLSAndBasicAuth(t *testing.T) {
+	ctx := context.Background()
+	ca, err := certs.NewCA("prometheus-ca")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srvPair, err := ca.Server("127.0.0.1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	client, err := ca.Client("schemagate")
+	if err != nil {
+		t.Fatal(err)
+	}
+	const password = "pw-3c1d9e"
+	s := startServer(ctx, t, Options{Web: &WebSecurity{CertPEM: srvPair.CertPEM, KeyPEM: srvPair.KeyPEM, CAPEM: ca.CertPEM,
+		ClientCAPEM: ca.CertPEM, ClientCertPEM: client.CertPEM, ClientKeyPEM: client.KeyPEM, Users: map[string]string{"schemagate": password}}})
+	if !strings.HasPrefix(s.URL(), "https://") {
+		t.Fatalf("URL %s", s.URL())
+	}
+	basic := func(user, pw string) []byte {
+		return []byte("Basic " + base64.StdEncoding.EncodeToString([]byte(user+":"+pw)) + "\n")
+	}
+	secrets := map[string]map[string][]byte{
+		"prom-auth":   {"authorization": basic("schemagate", password), "wrong": basic("schemagate", "nope")},
+		"prom-ca":     {"ca.crt": ca.CertPEM},
+		"prom-client": {"tls.crt": client.CertPEM, "tls.key": client.KeyPEM},
+	}
+	read := func(_ context.Context, name string) (map[string][]byte, error) {
+		if d, ok := secrets[name]; ok {
+			return d, nil
+		}
+		return nil, fmt.Errorf("Secret test/%s not found", name)
+	}
+	auth := func(key string) []routingv1alpha1.HTTPHeader {
+		return []routingv1alpha1.HTTPHeader{{Name: "Authorization",
+			ValueFrom: &routingv1alpha1.HeaderValueSource{SecretKeyRef: routingv1alpha1.SecretKeySelector{Name: "prom-auth", Key: key}}}}
+	}
+	full := func() *routingv1alpha1.CheckTLS {
+		return &routingv1alpha1.CheckTLS{CA: &routingv1alpha1.SecretKeySelector{Name: "prom-ca", Key: "ca.crt"}, ClientCertificateSecretName: "prom-client"}
+	}
+	var tk measure.Taker
+	cases := []struct {
+		name    string
+		headers []routingv1alpha1.HTTPHeader
+		tls     *routingv1alpha1.CheckTLS
+		phase   routingv1alpha1.MeasurementPhase
+		msg     string
+	}{
+		{"password, CA and client certificate", auth("authorization"), full(), routingv1alpha1.MeasurementSuccessful, ""},
+		{"no password", nil, full(), routingv1alpha1.MeasurementError, "401"},
+		{"a wrong password", auth("wrong"), full(), routingv1alpha1.MeasurementError, "401"},
+		{"no client certificate", auth("authorization"), &routingv1alpha1.CheckTLS{CA: full().CA}, routingv1alpha1.MeasurementError, ""},
+		{"the system's roots", auth("authorization"), &routingv1alpha1.CheckTLS{ClientCertificateSecretName: "prom-client"}, routingv1alpha1.MeasurementError, "unknown authority"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			got := tk.Take(ctx, rollout.MeasurementRequest{Vars: map[string]string{"shard": "us-east"}, Check: routingv1alpha1.ShardCheck{Name: "ratio",
+				Prometheus:  &routingv1alpha1.PrometheusCheck{Address: s.URL(), Query: `vector(0.001)`, SuccessCondition: "result < 0.01", Headers: c.headers, TLS: c.tls},
+				Measurement: routingv1alpha1.Measurement{TimeoutSeconds: ptr.To(int32(5))}}}, read)
+			if got.Result.Phase != c.phase || got.Fatal || !strings.Contains(got.Result.Message, c.msg) {
+				t.Fatalf("got %+v fatal=%v, want %s with %q", got.Result, got.Fatal, c.phase, c.msg)
+			}
+			if strings.Contains(got.Result.Message, password) {
+				t.Fatalf("the message shows the password: %s", got.Result.Message)
+			}
+			t.Logf("%s → %s %s %s", c.name, got.Result.Phase, got.Result.Value, got.Result.Message)
+		})
+	}
 }

@@ -92,6 +92,24 @@ type Options struct {
 	Namespace      string
 	// Args are extra command-line flags for prometheus.
 	Args []string
+	// Web, when set, protects the server's HTTP endpoints as a production Prometheus behind
+	// --web.config.file: HTTPS, optionally client certificates and basic auth.
+	Web *WebSecurity
+}
+
+// WebSecurity is Prometheus' web configuration (--web.config.file): TLS with a certificate of
+// its own, client certificates of a CA required when ClientCAPEM is set, and basic auth users.
+// Start reaches the server with CAPEM, the client pair and the first user, as a client of it
+// must.
+type WebSecurity struct {
+	// CertPEM and KeyPEM are the server's certificate (for 127.0.0.1) and key; CAPEM the CA
+	// that signed it.
+	CertPEM, KeyPEM, CAPEM []byte
+	// ClientCAPEM, when set, makes the server require and verify a client certificate of that
+	// CA; ClientCertPEM and ClientKeyPEM are the one Start presents.
+	ClientCAPEM, ClientCertPEM, ClientKeyPEM []byte
+	// Users maps basic auth users to passwords (stored as bcrypt hashes in the web config).
+	Users map[string]string
 }
 
 // Target is a scrape target of the file_sd job.
@@ -113,6 +131,10 @@ type Server struct {
 	logPath    string
 	port       int
 	api        v1.API
+	// scheme is http, or https with Options.Web; client reaches the server (with Web's CA,
+	// client certificate and first user).
+	scheme string
+	client *http.Client
 
 	sdMu sync.Mutex // serialises SetTargets
 
@@ -199,7 +221,7 @@ func Start(ctx context.Context, opts Options) (_ *Server, err error) {
 	if opts.ScrapeInterval < 0 {
 		return nil, fmt.Errorf("prometheus: negative scrape interval %s", opts.ScrapeInterval)
 	}
-	s := &Server{bin: bin}
+	s := &Server{bin: bin, scheme: "http", client: &http.Client{Transport: http.DefaultTransport}}
 	if opts.Dir == "" {
 		if s.dir, err = os.MkdirTemp("", "schemagate-prometheus-"); err != nil {
 			return nil, fmt.Errorf("prometheus: creating a temporary directory: %w", err)
@@ -240,13 +262,21 @@ func Start(ctx context.Context, opts Options) (_ *Server, err error) {
 	if err := os.WriteFile(s.configPath, []byte(config(opts, s.fileSDPath)), 0o644); err != nil {
 		return nil, fmt.Errorf("prometheus: writing its configuration: %w", err)
 	}
+	args := opts.Args
+	if opts.Web != nil {
+		webArg, err := s.writeWebConfig(opts.Web)
+		if err != nil {
+			return nil, err
+		}
+		args = append(append([]string(nil), args...), webArg)
+	}
 
 	// The port is free when chosen but may be taken before prometheus binds it: try another.
 	for attempt := 1; ; attempt++ {
 		if s.port, err = freePort(); err != nil {
 			return nil, fmt.Errorf("prometheus: choosing a port: %w", err)
 		}
-		err = s.start(ctx, opts.Args)
+		err = s.start(ctx, args)
 		if err == nil {
 			break
 		}
@@ -254,7 +284,7 @@ func Start(ctx context.Context, opts Options) (_ *Server, err error) {
 			return nil, err
 		}
 	}
-	client, err := api.NewClient(api.Config{Address: s.URL()})
+	client, err := api.NewClient(api.Config{Address: s.URL(), Client: s.client})
 	if err != nil {
 		s.Stop()
 		return nil, fmt.Errorf("prometheus: API client: %w", err)
@@ -359,7 +389,7 @@ func (s *Server) start(ctx context.Context, extra []string) error {
 
 	ctx, cancel := context.WithTimeout(ctx, readyTimeout)
 	defer cancel()
-	client := &http.Client{Timeout: 2 * time.Second}
+	client := &http.Client{Timeout: 2 * time.Second, Transport: s.client.Transport}
 	tick := time.NewTicker(100 * time.Millisecond)
 	defer tick.Stop()
 	for {
@@ -386,8 +416,8 @@ func (s *Server) start(ctx context.Context, extra []string) error {
 	}
 }
 
-// URL is the server's base URL, e.g. http://127.0.0.1:39417.
-func (s *Server) URL() string { return fmt.Sprintf("http://127.0.0.1:%d", s.port) }
+// URL is the server's base URL, e.g. http://127.0.0.1:39417 (https with Options.Web).
+func (s *Server) URL() string { return fmt.Sprintf("%s://127.0.0.1:%d", s.scheme, s.port) }
 
 // Port is the TCP port the server listens on (on 127.0.0.1).
 func (s *Server) Port() int { return s.port }
