@@ -2,7 +2,6 @@ package measure
 
 import (
 	"context"
-	"crypto/tls"
 	"fmt"
 	"io"
 	"log"
@@ -10,6 +9,8 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+
+	"k8s.io/utils/ptr"
 
 	routingv1alpha1 "github.com/schemagate/schemagate/api/v1alpha1"
 	"github.com/schemagate/schemagate/pkg/rollout"
@@ -23,19 +24,11 @@ const token = "s3cret-token-value"
 // `Authorization: Bearer <token>`, 401 otherwise. /api/v1/query answers as Prometheus does.
 func mtlsServer(t *testing.T) (*httptest.Server, *certs.CA, certs.Pair) {
 	t.Helper()
-	ca, err := certs.NewCA("checks-ca")
+	m, err := certs.NewMutual("checks-ca", "router.example", "schemagate")
 	if err != nil {
 		t.Fatal(err)
 	}
-	srvPair, err := ca.Server("router.example")
-	if err != nil {
-		t.Fatal(err)
-	}
-	client, err := ca.Client("schemagate")
-	if err != nil {
-		t.Fatal(err)
-	}
-	cert, err := srvPair.TLS()
+	serverTLS, err := m.ServerTLS()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -51,10 +44,10 @@ func mtlsServer(t *testing.T) (*httptest.Server, *certs.CA, certs.Pair) {
 		fmt.Fprint(w, "ok")
 	}))
 	srv.Config.ErrorLog = log.New(io.Discard, "", 0) // the refused handshakes are the point
-	srv.TLS = &tls.Config{Certificates: []tls.Certificate{cert}, ClientAuth: tls.RequireAndVerifyClientCert, ClientCAs: ca.Pool()}
+	srv.TLS = serverTLS
 	srv.StartTLS()
 	t.Cleanup(srv.Close)
-	return srv, ca, client
+	return srv, m.CA, m.Client
 }
 
 // secretsOf reads from a map of Secrets, as the controller's reader does from the API server,
@@ -68,6 +61,13 @@ func secretsOf(data map[string]map[string][]byte, reads *int) Secrets {
 		}
 		return d, nil
 	}
+}
+
+// slow gives a request 10 s instead of 1: a TLS handshake under -race on a loaded machine can take
+// longer than a second, and these tests are about what the server refuses, not about time.
+func slow(r rollout.MeasurementRequest) rollout.MeasurementRequest {
+	r.Check.Measurement.TimeoutSeconds = ptr.To(int32(10))
+	return r
 }
 
 func authHeader(secret, key string) routingv1alpha1.HTTPHeader {
@@ -136,7 +136,7 @@ func TestHTTPCheckWithSecretsAndTLS(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			reads := 0
-			got := tk.Take(context.Background(), httpReq(c.check), secretsOf(data, &reads))
+			got := tk.Take(context.Background(), slow(httpReq(c.check)), secretsOf(data, &reads))
 			if got.Result.Phase != c.phase || !strings.Contains(got.Result.Message, c.msg) || got.Fatal {
 				t.Fatalf("got %s %q (fatal %v), want %s with %q", got.Result.Phase, got.Result.Message, got.Fatal, c.phase, c.msg)
 			}
@@ -152,7 +152,7 @@ func TestHTTPCheckWithSecretsAndTLS(t *testing.T) {
 	// certificate and server name share one.
 	for range 3 {
 		reads := 0
-		if got := tk.Take(context.Background(), httpReq(with(nil)), secretsOf(data, &reads)); got.Result.Phase != routingv1alpha1.MeasurementSuccessful {
+		if got := tk.Take(context.Background(), slow(httpReq(with(nil))), secretsOf(data, &reads)); got.Result.Phase != routingv1alpha1.MeasurementSuccessful {
 			t.Fatalf("%+v", got.Result)
 		}
 	}
@@ -171,7 +171,7 @@ func TestPrometheusCheckWithSecretsAndTLS(t *testing.T) {
 		"prom-tls":   {"tls.crt": client.CertPEM, "tls.key": client.KeyPEM},
 	}
 	req := func(headers ...routingv1alpha1.HTTPHeader) rollout.MeasurementRequest {
-		r := promReq(srv.URL, "sum(x)", "result < 0.01", "")
+		r := slow(promReq(srv.URL, "sum(x)", "result < 0.01", ""))
 		r.Check.Prometheus.Headers = headers
 		r.Check.Prometheus.TLS = &routingv1alpha1.CheckTLS{CA: &routingv1alpha1.SecretKeySelector{Name: "prom-ca", Key: "ca.crt"},
 			ClientCertificateSecretName: "prom-tls", ServerName: "router.example"}

@@ -110,3 +110,38 @@ func template(cn string) *x509.Certificate {
 		NotBefore:    now.Add(-time.Minute), NotAfter: now.Add(time.Hour),
 	}
 }
+
+// Mutual is a CA with a server certificate for one host and a client certificate, both of it:
+// what a test needs to stand up a server that requires client certificates.
+type Mutual struct {
+	CA     *CA
+	Server Pair
+	Client Pair
+}
+
+// NewMutual issues a CA named ca, a server certificate for host and a client certificate for
+// clientCN.
+func NewMutual(ca, host, clientCN string) (*Mutual, error) {
+	c, err := NewCA(ca)
+	if err != nil {
+		return nil, err
+	}
+	m := &Mutual{CA: c}
+	if m.Server, err = c.Server(host); err != nil {
+		return nil, err
+	}
+	if m.Client, err = c.Client(clientCN); err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
+// ServerTLS is a server's TLS config that presents the server certificate and requires a client
+// certificate of the CA.
+func (m *Mutual) ServerTLS() (*tls.Config, error) {
+	cert, err := m.Server.TLS()
+	if err != nil {
+		return nil, err
+	}
+	return &tls.Config{Certificates: []tls.Certificate{cert}, ClientAuth: tls.RequireAndVerifyClientCert, ClientCAs: m.CA.Pool(), MinVersion: tls.VersionTLS12}, nil
+}

@@ -2,7 +2,6 @@ package integration
 
 import (
 	"context"
-	"crypto/tls"
 	"fmt"
 	"io"
 	"log"
@@ -36,22 +35,15 @@ type authServer struct {
 
 func newAuthServer(t *testing.T, token string) *authServer {
 	t.Helper()
-	ca, err := certs.NewCA("checks-ca")
+	m, err := certs.NewMutual("checks-ca", "smoke.checks.example", "schemagate-manager")
 	if err != nil {
 		t.Fatal(err)
 	}
-	srvPair, err := ca.Server("smoke.checks.example")
+	serverTLS, err := m.ServerTLS()
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := &authServer{ca: ca}
-	if s.client, err = ca.Client("schemagate-manager"); err != nil {
-		t.Fatal(err)
-	}
-	cert, err := srvPair.TLS()
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := &authServer{ca: m.CA, client: m.Client}
 	s.Server = httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Header.Get("Authorization") != "Bearer "+token || len(r.TLS.PeerCertificates) == 0 {
 			http.Error(w, "unauthorized", http.StatusUnauthorized)
@@ -63,7 +55,7 @@ func newAuthServer(t *testing.T, token string) *authServer {
 		fmt.Fprintln(w, "ok")
 	}))
 	s.Config.ErrorLog = log.New(io.Discard, "", 0)
-	s.TLS = &tls.Config{Certificates: []tls.Certificate{cert}, ClientAuth: tls.RequireAndVerifyClientCert, ClientCAs: ca.Pool()}
+	s.TLS = serverTLS
 	s.StartTLS()
 	t.Cleanup(s.Close)
 	return s

@@ -69,18 +69,11 @@ func TestMeasureAgainstRealPrometheus(t *testing.T) {
 // refused.
 func TestMeasureAgainstPrometheusWithTLSAndBasicAuth(t *testing.T) {
 	ctx := context.Background()
-	ca, err := certs.NewCA("prometheus-ca")
+	m, err := certs.NewMutual("prometheus-ca", "127.0.0.1", "schemagate")
 	if err != nil {
 		t.Fatal(err)
 	}
-	srvPair, err := ca.Server("127.0.0.1")
-	if err != nil {
-		t.Fatal(err)
-	}
-	client, err := ca.Client("schemagate")
-	if err != nil {
-		t.Fatal(err)
-	}
+	ca, srvPair, client := m.CA, m.Server, m.Client
 	const password = "pw-3c1d9e"
 	s := startServer(ctx, t, Options{Web: &WebSecurity{CertPEM: srvPair.CertPEM, KeyPEM: srvPair.KeyPEM, CAPEM: ca.CertPEM,
 		ClientCAPEM: ca.CertPEM, ClientCertPEM: client.CertPEM, ClientKeyPEM: client.KeyPEM, Users: map[string]string{"schemagate": password}}})
