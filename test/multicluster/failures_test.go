@@ -13,6 +13,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	routingv1alpha1 "github.com/schemagate/schemagate/api/v1alpha1"
@@ -139,12 +140,15 @@ func TestClusterShardsFailureModel(t *testing.T) {
 
 	// 3. Another hub's spoke: eu-west-1's anchor is rewritten as another hub's.
 	anchorKey := client.ObjectKey{Namespace: s.ns, Name: spoke.AnchorName("rs-a")}
-	cm := &corev1.ConfigMap{}
-	if err := regions[eu.Name].Get(ctx, anchorKey, cm); err != nil {
-		t.Fatal(err)
-	}
-	cm.Data[spoke.KeyHub] = "hub-b"
-	if err := regions[eu.Name].Update(ctx, cm); err != nil {
+	// The manager writes the anchor too (its status keys): read and write again on a conflict.
+	if err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		cm := &corev1.ConfigMap{}
+		if err := regions[eu.Name].Get(ctx, anchorKey, cm); err != nil {
+			return err
+		}
+		cm.Data[spoke.KeyHub] = "hub-b"
+		return regions[eu.Name].Update(ctx, cm)
+	}); err != nil {
 		t.Fatal(err)
 	}
 	s.wait(60*time.Second, "ManagedByAnotherHub", func(r *routingv1alpha1.RoutingService) bool {
@@ -166,6 +170,7 @@ func TestClusterShardsFailureModel(t *testing.T) {
 	if got := euReplicas(t, s.ns); got != 3 {
 		t.Fatalf("after the takeover eu-west runs %d replicas, want 3", got)
 	}
+	cm := &corev1.ConfigMap{}
 	if err := regions[eu.Name].Get(ctx, anchorKey, cm); err != nil || cm.Data[spoke.KeyHub] != hubID || cm.Data[spoke.KeyTakenOverFrom] != "hub-b" {
 		t.Fatalf("anchor after the takeover: %v %v", cm.Data, err)
 	}
