@@ -69,6 +69,11 @@ type Checker struct {
 	pendingI1  []pendingCheck
 	violations []string
 	events     int
+	// watchBroken are the times a Job or Pod watch of this checker failed (the reflector then
+	// waits, up to 30 s, and lists again: the states an object passed through meanwhile are never
+	// delivered); undecided are the I1 checks that such a gap made undecidable (Report prints them).
+	watchBroken []time.Time
+	undecided   []string
 
 	// confirmedWall[ns/rsvc-uid][version] is when this checker first saw that version confirmed
 	// (its clock): what a region's checker compares its ReplicaSets with (Follow).
@@ -197,6 +202,32 @@ func (k *Checker) Watch(ctx context.Context, c cache.Cache) error {
 	return nil
 }
 
+// WatchBroken records that a Job or Pod watch of this checker failed at 'at'. Until its reflector
+// has listed again (after a back-off of up to 30 s), the updates an object went through are lost:
+// a pod that showed its migration report and then succeeded is seen only succeeded, at the later
+// resourceVersion. An I1 check whose scale-up was seen within blindWindow of such a failure, and
+// whose schema was confirmed only by later evidence, is then undecided rather than a violation.
+func (k *Checker) WatchBroken(at time.Time) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	k.watchBroken = append(k.watchBroken, at)
+}
+
+// blindWindow is how far from a failed Job or Pod watch a scale-up may be for its evidence to have
+// been lost: client-go's reflector backs off up to 30 s between attempts, and a kube-apiserver
+// outage spans several.
+const blindWindow = 90 * time.Second
+
+// blind reports whether a Job or Pod watch of this checker failed within blindWindow of t.
+func (k *Checker) blind(t time.Time) bool {
+	for _, at := range k.watchBroken {
+		if d := t.Sub(at); d > -blindWindow && d < blindWindow {
+			return true
+		}
+	}
+	return false
+}
+
 // Start gives a Checker an informer cache of its own on cfg (so it sees events independently of
 // the manager under test), starts it, and waits until it has synced.
 func Start(ctx context.Context, cfg *rest.Config, scheme *runtime.Scheme) (*Checker, error) {
@@ -212,11 +243,17 @@ func StartFollowing(ctx context.Context, cfg *rest.Config, scheme *runtime.Schem
 	if err != nil {
 		return nil, err
 	}
-	c, err := cache.New(cfg, cache.Options{Scheme: scheme, ByObject: map[client.Object]cache.ByObject{&corev1.Pod{}: {Label: schemaPods}}})
+	k := New()
+	c, err := cache.New(cfg, cache.Options{Scheme: scheme, ByObject: map[client.Object]cache.ByObject{&corev1.Pod{}: {Label: schemaPods}},
+		DefaultWatchErrorHandler: func(ctx context.Context, r *toolscache.Reflector, err error) {
+			if t := r.TypeDescription(); strings.Contains(t, "Pod") || strings.Contains(t, "Job") {
+				k.WatchBroken(time.Now())
+			}
+			toolscache.DefaultWatchErrorHandler(ctx, r, err)
+		}})
 	if err != nil {
 		return nil, err
 	}
-	k := New()
 	if hub != nil {
 		k.Follow(hub)
 	}
@@ -243,6 +280,15 @@ func (k *Checker) Report(w io.Writer) int {
 	}
 	for _, v := range violations {
 		fmt.Fprintln(w, "  "+v)
+	}
+	k.mu.Lock()
+	undecided := append([]string(nil), k.undecided...)
+	k.mu.Unlock()
+	if len(undecided) > 0 {
+		fmt.Fprintf(w, "undecided (evidence lost to a broken watch of the checker, not counted): %d\n", len(undecided))
+		for _, u := range undecided {
+			fmt.Fprintln(w, "  "+u)
+		}
 	}
 	return len(violations)
 }
@@ -371,7 +417,8 @@ func (k *Checker) observe(o any) {
 		}
 		if obj.Spec.Replicas != nil && *obj.Spec.Replicas > before {
 			// Decided once the Job watch has had time to deliver anything older (see settle).
-			k.pendingI1 = append(k.pendingI1, pendingCheck{due: time.Now().Add(settleDelay), rsRV: rv(obj), rs: obj.DeepCopy()})
+			now := time.Now()
+			k.pendingI1 = append(k.pendingI1, pendingCheck{due: now.Add(settleDelay), seen: now, rsRV: rv(obj), rs: obj.DeepCopy()})
 		}
 		if rsvc := k.rsvcs[obj.Namespace+"/"+obj.Labels[rollout.LabelName]]; rsvc != nil {
 			k.checkI2(obj.Namespace, rsvc, obj.Labels[rollout.LabelShard])
@@ -497,11 +544,14 @@ func (k *Checker) settle(final bool) {
 			continue
 		}
 		need, newest := rollout.RecordedRange(p.rs)
-		ok := false
+		ok, later := false, false
 		for v, at := range k.confirmedAt[p.rs.Namespace+"/"+string(owner.UID)] {
-			if schemaversion.AtLeast(v, need) && (newest == "" || schemaversion.AtLeast(newest, v)) && at < p.rsRV {
-				ok = true
-				break
+			if schemaversion.AtLeast(v, need) && (newest == "" || schemaversion.AtLeast(newest, v)) {
+				later = true
+				if at < p.rsRV {
+					ok = true
+					break
+				}
 			}
 		}
 		if !ok && !final {
@@ -510,6 +560,13 @@ func (k *Checker) settle(final bool) {
 			// are compared by resourceVersion, so waiting changes no verdict: it is decided at
 			// the end, when every event has been delivered.
 			keep = append(keep, p)
+			continue
+		}
+		if !ok && later && k.blind(p.seen) {
+			// Confirmed, but only by evidence seen after a gap in this checker's own watches: the
+			// earlier state that schemagate may have read was never delivered to it.
+			k.undecided = append(k.undecided, fmt.Sprintf("I1: ReplicaSet %s/%s asked for %d replicas at resourceVersion %d; schema %s was confirmed only at %s, as seen after this checker's Job or Pod watch broke",
+				p.rs.Namespace, p.rs.Name, *p.rs.Spec.Replicas, p.rsRV, need, describeConfirmations(k.confirmedAt[p.rs.Namespace+"/"+string(owner.UID)])))
 			continue
 		}
 		if !ok {

@@ -269,3 +269,30 @@ func TestSpokeI2(t *testing.T) {
 		t.Errorf("replicas raised to 5 while 3 are available is no dip: %v", v)
 	}
 }
+
+// After one of the checker's own Job or Pod watches broke (a kube-apiserver restart), the pod's
+// early report may never reach it: a scale-up confirmed only by later evidence is then undecided,
+// not a violation. A scale-up with no confirmation at all, or one far from any broken watch, is
+// still a violation.
+func TestI1EvidenceLostToABrokenWatchIsUndecided(t *testing.T) {
+	job := testJob(jobUID, "rs-a-schema-1", 1723, false, false)
+	done := testJob(jobUID, "rs-a-schema-1", 1768, false, true)
+	run := func(broken time.Time, events ...any) (violations, undecided int) {
+		k := New()
+		k.WatchBroken(broken)
+		for _, e := range events {
+			k.observe(e)
+		}
+		v, _ := k.Violations()
+		return len(v), len(k.undecided)
+	}
+	if v, u := run(time.Now().Add(-20*time.Second), testRSVC(), job, testRS(1740, 2), testPod(done, 1770), done); v != 0 || u != 1 {
+		t.Errorf("confirmed after a broken watch: want 0 violations and 1 undecided, got %d and %d", v, u)
+	}
+	if v, u := run(time.Now().Add(-20*time.Second), testRSVC(), job, testRS(1740, 2)); v != 1 || u != 0 {
+		t.Errorf("never confirmed: want 1 violation, got %d (undecided %d)", v, u)
+	}
+	if v, u := run(time.Now().Add(-10*time.Minute), testRSVC(), job, testRS(1740, 2), testPod(done, 1770), done); v != 1 || u != 0 {
+		t.Errorf("watch broke long before: want 1 violation, got %d (undecided %d)", v, u)
+	}
+}
