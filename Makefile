@@ -117,7 +117,7 @@ bench: ## Benchmarks of the rollout planner (prints a table).
 
 .PHONY: bench-e2e
 bench-e2e: build cluster-binaries ## Deployments vs RoutingServices at scale on the local cluster (BENCH_N=25,50 by default); table in .state/bench/latest.md.
-	SCHEMAGATE_BIN=$(BIN) go test -tags bench -timeout 60m -run TestBench -v -count=1 ./test/bench/
+	SCHEMAGATE_BIN=$(BIN) go test -tags bench -timeout 75m -run 'TestBench|TestMemoryUnrelatedObjects' -v -count=1 ./test/bench/
 
 ##@ Build
 

@@ -78,7 +78,7 @@ func TestWrittenVersionsNeverSkipForever(t *testing.T) {
 func TestReconcileAfterANoOpStatusWriteIsNotSkipped(t *testing.T) {
 	rsvc := story.Fixture("ns")
 	var statusWrites atomic.Int32
-	c := fake.NewClientBuilder().WithScheme(Scheme()).
+	c := indexed(fake.NewClientBuilder().WithScheme(Scheme())).
 		WithObjects(rsvc).WithStatusSubresource(rsvc).
 		WithInterceptorFuncs(interceptor.Funcs{
 			SubResourceUpdate: func(ctx context.Context, c client.Client, sub string, obj client.Object, opts ...client.SubResourceUpdateOption) error {

@@ -41,7 +41,7 @@ func (r *RoutingServiceReconciler) retireMovedShards(ctx context.Context, rsvc *
 	}
 	log := logf.FromContext(ctx)
 	var sets appsv1.ReplicaSetList
-	if err := r.List(ctx, &sets, client.InNamespace(rsvc.Namespace), client.MatchingLabels{rollout.LabelName: rsvc.Name, rollout.LabelManagedBy: rollout.ManagedByValue}); err != nil {
+	if err := r.List(ctx, &sets, ownedBy(rsvc.Namespace, rsvc.Name, nil)...); err != nil {
 		log.Info("listing the hub's ReplicaSets of moved shards failed; tried again later", "error", err.Error())
 		return
 	}

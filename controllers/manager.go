@@ -52,6 +52,9 @@ type ManagerConfig struct {
 	EnableHTTP2 bool
 	// ProbeAddr is the listen address of /healthz and /readyz; "0" disables them.
 	ProbeAddr string
+	// PprofAddr is the listen address of Go's /debug/pprof/ handlers (controller-runtime's
+	// PprofBindAddress); "0" or empty disables them. They are not authenticated.
+	PprofAddr string
 	// LeaderElect elects a leader through a Lease so that one manager acts at a time.
 	LeaderElect bool
 	// LeaderElectionNamespace holds the Lease; "" lets controller-runtime use the manager's own
@@ -98,6 +101,7 @@ func (c ManagerConfig) Options() ctrl.Options {
 		Scheme:                  Scheme(),
 		Metrics:                 c.metricsOptions(),
 		HealthProbeBindAddress:  c.ProbeAddr,
+		PprofBindAddress:        cmp.Or(c.PprofAddr, "0"),
 		LeaderElection:          c.LeaderElect,
 		LeaderElectionID:        "schemagate.routing.schemagate.io",
 		LeaderElectionNamespace: c.LeaderElectionNamespace,

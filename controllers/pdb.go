@@ -49,8 +49,7 @@ const EventDisruptionBudgetConflict = "DisruptionBudgetConflict"
 // (syncSpokeBudgets); a hub budget left from before is deleted here like a removed shard's.
 func (r *RoutingServiceReconciler) syncDisruptionBudgets(ctx context.Context, rsvc *routingv1alpha1.RoutingService, spokes map[string]*spokeShard) ([]rollout.Refusal, error) {
 	var list policyv1.PodDisruptionBudgetList
-	if err := r.List(ctx, &list, client.InNamespace(rsvc.Namespace),
-		client.MatchingLabels{rollout.LabelName: rsvc.Name, rollout.LabelManagedBy: rollout.ManagedByValue}); err != nil {
+	if err := r.List(ctx, &list, ownedBy(rsvc.Namespace, rsvc.Name, nil)...); err != nil {
 		return nil, fmt.Errorf("listing PodDisruptionBudgets: %w", err)
 	}
 	existing := map[string]*policyv1.PodDisruptionBudget{}
@@ -236,9 +235,9 @@ func (r *RoutingServiceReconciler) shardRuns(ctx context.Context, rsvc *routingv
 	if shard == "" {
 		return false, nil
 	}
-	selector := client.MatchingLabels(rollout.DisruptionBudgetSelector(rsvc.Name, shard))
+	selector := ownedBy(rsvc.Namespace, rsvc.Name, rollout.DisruptionBudgetSelector(rsvc.Name, shard))
 	var pods corev1.PodList
-	if err := r.List(ctx, &pods, client.InNamespace(rsvc.Namespace), selector); err != nil {
+	if err := r.List(ctx, &pods, selector...); err != nil {
 		return false, fmt.Errorf("listing the pods of shard %s: %w", shard, err)
 	}
 	for i := range pods.Items {
@@ -247,7 +246,7 @@ func (r *RoutingServiceReconciler) shardRuns(ctx context.Context, rsvc *routingv
 		}
 	}
 	var sets appsv1.ReplicaSetList
-	if err := r.List(ctx, &sets, client.InNamespace(rsvc.Namespace), selector); err != nil {
+	if err := r.List(ctx, &sets, selector...); err != nil {
 		return false, fmt.Errorf("listing the ReplicaSets of shard %s: %w", shard, err)
 	}
 	for i := range sets.Items {

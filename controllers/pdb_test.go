@@ -56,7 +56,7 @@ func TestRemovedShardKeepsItsBudgetWhileItsPodsRun(t *testing.T) {
 		Labels: map[string]string{rollout.LabelName: "rs-a", rollout.LabelShard: "ap-south", rollout.LabelComponent: rollout.ComponentRouting, rollout.LabelManagedBy: rollout.ManagedByValue}},
 		Status: corev1.PodStatus{Phase: corev1.PodRunning}}
 	rsvc.Spec.Shards = rsvc.Spec.Shards[:2]
-	c := fake.NewClientBuilder().WithScheme(Scheme()).WithObjects(rsvc, pdb, pod).Build()
+	c := indexed(fake.NewClientBuilder().WithScheme(Scheme())).WithObjects(rsvc, pdb, pod).Build()
 	r := &RoutingServiceReconciler{Client: c, Clock: clocktesting.NewFakePassiveClock(time.Now())}
 	if _, err := r.syncDisruptionBudgets(ctx, rsvc, nil); err != nil {
 		t.Fatal(err)
@@ -84,7 +84,7 @@ func TestBudgetConflictEventOncePerHolder(t *testing.T) {
 	foreign := rollout.DesiredDisruptionBudgets(rsvc)[0]
 	foreign.OwnerReferences = []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "Deployment", Name: "other", UID: "uid-other", Controller: new(bool)}}
 	*foreign.OwnerReferences[0].Controller = true
-	c := fake.NewClientBuilder().WithScheme(Scheme()).WithObjects(rsvc, foreign).Build()
+	c := indexed(fake.NewClientBuilder().WithScheme(Scheme())).WithObjects(rsvc, foreign).Build()
 	rec := &recorded{}
 	r := &RoutingServiceReconciler{Client: c, Recorder: rec, Clock: clocktesting.NewFakePassiveClock(time.Now())}
 	for i := 0; i < 5; i++ {

@@ -272,6 +272,10 @@ func restartCount(p *corev1.Pod) int64 {
 // RoutingService (not on its own status writes) and on any change of the ReplicaSets and Jobs it
 // controls, so deadlines are the only reason to requeue.
 func (r *RoutingServiceReconciler) SetupWithManager(mgr ctrl.Manager) error {
+	// Every List of a RoutingService's objects reads one index bucket (indexes.go).
+	if err := IndexFields(context.Background(), mgr.GetFieldIndexer()); err != nil {
+		return err
+	}
 	b := ctrl.NewControllerManagedBy(mgr).
 		For(&routingv1alpha1.RoutingService{}, builder.WithPredicates(predicate.Or(
 			predicate.GenerationChangedPredicate{}, predicate.LabelChangedPredicate{}, predicate.AnnotationChangedPredicate{}))).

@@ -8,7 +8,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	routingv1alpha1 "github.com/schemagate/schemagate/api/v1alpha1"
 	"github.com/schemagate/schemagate/pkg/rollout"
@@ -35,13 +34,13 @@ func (r *RoutingServiceReconciler) observeSchemaJobs(ctx context.Context, rsvc *
 	if sp == nil {
 		return nil
 	}
-	sel := client.MatchingLabels{rollout.LabelName: rsvc.Name, rollout.LabelManagedBy: rollout.ManagedByValue}
+	sel := ownedBy(sp.conn.namespace, rsvc.Name, nil)
 	var jobs batchv1.JobList
-	if err := sp.conn.cache.List(ctx, &jobs, client.InNamespace(sp.conn.namespace), sel); err != nil {
+	if err := sp.conn.cache.List(ctx, &jobs, sel...); err != nil {
 		return fmt.Errorf("listing the schema Jobs in shard %s's cluster: %w", schemaShard(rsvc), err)
 	}
 	var pods corev1.PodList
-	if err := sp.conn.cache.List(ctx, &pods, client.InNamespace(sp.conn.namespace), sel); err != nil {
+	if err := sp.conn.cache.List(ctx, &pods, sel...); err != nil {
 		return fmt.Errorf("listing the schema Jobs' pods in shard %s's cluster: %w", schemaShard(rsvc), err)
 	}
 	sp.jobs = map[types.UID]bool{}

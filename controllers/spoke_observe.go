@@ -81,19 +81,19 @@ func (r *RoutingServiceReconciler) observeSpokes(ctx context.Context, rsvc *rout
 			o.Clusters[shard.Name] = view
 			continue
 		}
-		sel := client.MatchingLabels{rollout.LabelName: rsvc.Name, rollout.LabelShard: shard.Name, rollout.LabelManagedBy: rollout.ManagedByValue}
+		sel := ownedBy(conn.namespace, rsvc.Name, map[string]string{rollout.LabelShard: shard.Name})
 		var rss appsv1.ReplicaSetList
 		var pods corev1.PodList
 		var jobs batchv1.JobList
-		if err := conn.cache.List(ctx, &rss, client.InNamespace(conn.namespace), sel); err != nil {
+		if err := conn.cache.List(ctx, &rss, sel...); err != nil {
 			o.Clusters[shard.Name] = rollout.ClusterView{Name: shard.Cluster.Name, State: routingv1alpha1.ClusterUnreachable, Message: fmt.Sprintf("listing its ReplicaSets: %v", err)}
 			continue
 		}
-		if err := conn.cache.List(ctx, &pods, client.InNamespace(conn.namespace), sel); err != nil {
+		if err := conn.cache.List(ctx, &pods, sel...); err != nil {
 			o.Clusters[shard.Name] = rollout.ClusterView{Name: shard.Cluster.Name, State: routingv1alpha1.ClusterUnreachable, Message: fmt.Sprintf("listing its pods: %v", err)}
 			continue
 		}
-		if err := conn.cache.List(ctx, &jobs, client.InNamespace(conn.namespace), sel); err != nil {
+		if err := conn.cache.List(ctx, &jobs, sel...); err != nil {
 			o.Clusters[shard.Name] = rollout.ClusterView{Name: shard.Cluster.Name, State: routingv1alpha1.ClusterUnreachable, Message: fmt.Sprintf("listing its Jobs: %v", err)}
 			continue
 		}

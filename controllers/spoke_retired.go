@@ -236,7 +236,7 @@ func (r *RoutingServiceReconciler) retireSpokes(ctx context.Context, rsvc *routi
 			continue
 		}
 		var sets appsv1.ReplicaSetList
-		if err := conn.cache.List(ctx, &sets, client.InNamespace(conn.namespace), client.MatchingLabels{rollout.LabelName: rsvc.Name, rollout.LabelShard: u.Shard}); err != nil {
+		if err := conn.cache.List(ctx, &sets, ownedBy(conn.namespace, rsvc.Name, map[string]string{rollout.LabelShard: u.Shard})...); err != nil {
 			continue
 		}
 		left := false

@@ -46,9 +46,9 @@ func retireWorld(t *testing.T, spec []routingv1alpha1.ShardSpec) (*RoutingServic
 	rs := &appsv1.ReplicaSet{ObjectMeta: metav1.ObjectMeta{Name: "web-eu-abc", Namespace: "app", UID: "rs-uid",
 		Labels:          map[string]string{rollout.LabelName: "web", rollout.LabelShard: "eu", rollout.LabelManagedBy: rollout.ManagedByValue},
 		OwnerReferences: []metav1.OwnerReference{spoke.AnchorRef(anchor)}}}
-	spokeClient := fake.NewClientBuilder().WithScheme(Scheme()).WithObjects(anchor, rs).Build()
+	spokeClient := indexed(fake.NewClientBuilder().WithScheme(Scheme())).WithObjects(anchor, rs).Build()
 	data := map[string][]byte{"value": []byte("a kubeconfig")}
-	hub := fake.NewClientBuilder().WithScheme(Scheme()).WithObjects(rsvc.DeepCopy(),
+	hub := indexed(fake.NewClientBuilder().WithScheme(Scheme())).WithObjects(rsvc.DeepCopy(),
 		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "team", Name: "eu-old"}, Data: data}).Build()
 	old := routingv1alpha1.ShardCluster{Name: "eu", Namespace: "app", SecretRef: &routingv1alpha1.ClusterSecretRef{Name: "eu-old"}}
 	key := connKey(rsvc, &old)

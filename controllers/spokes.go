@@ -268,6 +268,10 @@ func (s *Spokes) connect(parent context.Context, key, ns, secret, fingerprint st
 	if err != nil {
 		return nil, err
 	}
+	// A spoke namespace may hold the shards of many RoutingServices: each List reads one bucket.
+	if err := IndexFields(parent, ca, &appsv1.ReplicaSet{}, &corev1.Pod{}, &batchv1.Job{}); err != nil {
+		return nil, err
+	}
 	ctx, cancel := context.WithCancel(context.WithoutCancel(parent))
 	c := &spokeConn{key: key, namespace: ns, secret: secret, fingerprint: fingerprint, client: direct, cache: ca, cancel: cancel,
 		state: routingv1alpha1.ClusterConnecting, message: "connecting", users: map[types.NamespacedName]bool{}}

@@ -47,6 +47,7 @@ func bindManagerFlags(fs *flag.FlagSet) *managerFlags {
 	fs.BoolVar(&c.EnableHTTP2, "enable-http2", false,
 		"Let the HTTPS metrics endpoint negotiate HTTP/2. Off by default: HTTP/1.1 only, out of reach of HTTP/2 stream-reset floods (CVE-2023-44487).")
 	fs.StringVar(&c.ProbeAddr, "health-probe-bind-address", ":8081", "Address of the /healthz and /readyz endpoints (\"0\" disables them).")
+	fs.StringVar(&c.PprofAddr, "pprof-bind-address", "0", "Address of Go's /debug/pprof/ profiles, for a profile of the manager (\"0\", the default, disables them; they are unauthenticated: bind them to loopback).")
 	fs.BoolVar(&c.LeaderElect, "leader-elect", true, "Elect a leader so that only one manager acts at a time.")
 	fs.StringVar(&c.LeaderElectionNamespace, "leader-election-namespace", "",
 		"Namespace of the leader election Lease (default: the manager's own, or "+outOfClusterLeaderElectionNamespace+" out of cluster). Independent of --watch-namespaces.")

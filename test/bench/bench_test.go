@@ -39,6 +39,8 @@ var (
 	cluster  *localcluster.Cluster
 	k8s      client.Client
 	manager  *localcluster.Process
+	// managerBinary is the manager's executable (pprof reads its symbols).
+	managerBinary string
 	rootDir  string
 	stateDir string
 	ns       []int
@@ -120,7 +122,15 @@ func run(m *testing.M) int {
 		return 1
 	}
 	mgrMetrics = managerSource(fmt.Sprintf("http://127.0.0.1:%d/metrics", metricsPort))
-	manager, err = localcluster.StartProcess("manager", filepath.Join(binDir, "manager"), []string{
+	pprofPort, err := localcluster.FreePort()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	pprofURL = fmt.Sprintf("http://127.0.0.1:%d/debug/pprof/", pprofPort)
+	managerBinary = filepath.Join(binDir, "manager")
+	manager, err = localcluster.StartProcess("manager", managerBinary, []string{
+		fmt.Sprintf("--pprof-bind-address=127.0.0.1:%d", pprofPort),
 		"--kubeconfig=" + cluster.Kubeconfig, "--leader-elect=false",
 		fmt.Sprintf("--metrics-bind-address=127.0.0.1:%d", metricsPort), "--metrics-secure=false", "--health-probe-bind-address=0",
 	}, filepath.Join(stateDir, "logs", "manager.log"))
@@ -203,6 +213,9 @@ func TestBench(t *testing.T) {
 	}
 	abs, _ := filepath.Abs(out)
 	fmt.Println("written to", abs)
+	for _, m := range targets(results) {
+		t.Error(m)
+	}
 }
 
 // sourceOf describes the checkout the manager was built from: the commit, and the manager's

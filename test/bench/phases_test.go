@@ -6,6 +6,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"maps"
 	"math"
 	"os"
 	"path/filepath"
@@ -18,6 +19,7 @@ import (
 	"github.com/prometheus/common/model"
 	appsv1 "k8s.io/api/apps/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	routingv1alpha1 "github.com/schemagate/schemagate/api/v1alpha1"
@@ -30,6 +32,7 @@ const (
 	phaseImage       = "RoutingServices v1 → v2 (same schema)"
 	phaseSchema      = "RoutingServices v2 → v3 + schema 2"
 	phaseIdle        = "idle after convergence"
+	phaseHung        = "RoutingServices v3 → v4, some with a hung check"
 )
 
 // idleWindow is how long the idle phase watches the converged RoutingServices (its wall column).
@@ -133,6 +136,8 @@ type phaseResult struct {
 	mgrWrites, mgrFailed float64
 	reconciles           map[string]float64
 	p50, p99             float64
+	// queueP50, queueP99: how long a RoutingService waited in the manager's work queue (s).
+	queueP50, queueP99 float64
 	cpu, peakRSS         float64
 	// kube-controller-manager: writes, and the seconds its clients waited in their client-side
 	// rate limiters (summed over requests) for how many requests; kcmOK false when unreachable.
@@ -155,6 +160,19 @@ type phaseResult struct {
 	drain time.Duration
 	// Idle: manager writes and reconciles after the first 5 s of the window.
 	lateWrites, lateReconciles float64
+	// start is when the phase began (its first snapshot); others is how long the RoutingServices
+	// without a hung check took to be Ready (every phase records it).
+	start  time.Time
+	others time.Duration
+	// The hung-check phase: how many RoutingServices had the check, the others' time in the
+	// same-schema phase (baseline), when the hung ones had all stalled with ShardCheckFailed
+	// (0: not within 5 min), and how many connections the silent server accepted.
+	hung       int
+	baseline   time.Duration
+	hungFailed time.Duration
+	hungConns  int
+	// profile summarises the manager's CPU and allocation profiles over the phase.
+	profile profileSummary
 	// kube-apiserver: every client's writes by "VERB resource[/subresource]", answered 2xx, and
 	// those answered 409 Conflict.
 	apiWrites, apiConflicts map[string]float64
@@ -165,7 +183,7 @@ type phaseResult struct {
 
 // result computes a phase's row from its two snapshots.
 func (b *bench) result(n int, phase string, objects int, s0, s1 snapshot) phaseResult {
-	r := phaseResult{n: n, phase: phase, objects: objects, wall: s1.at.Sub(s0.at), reconciles: map[string]float64{},
+	r := phaseResult{n: n, phase: phase, objects: objects, wall: s1.at.Sub(s0.at), start: s0.at, reconciles: map[string]float64{},
 		breakdown: map[string]int{}, statusChanges: map[string]int{}}
 	delta := func(v0, v1 model.Vector, name string, want map[string]string, keep func(model.Metric) bool) float64 {
 		return sum(v1, name, want, keep) - sum(v0, name, want, keep)
@@ -178,6 +196,11 @@ func (b *bench) result(n int, phase string, objects int, s0, s1 snapshot) phaseR
 	}
 	bs := bucketDelta(buckets(s0.mgr, "controller_runtime_reconcile_time_seconds", ctl), buckets(s1.mgr, "controller_runtime_reconcile_time_seconds", ctl))
 	r.p50, r.p99 = quantile(0.5, bs), quantile(0.99, bs)
+	// Time from an event (a watch, a requeue, a measurement's end) to a worker taking the
+	// RoutingService: the manager's work queue.
+	qs := bucketDelta(buckets(s0.mgr, "workqueue_queue_duration_seconds", map[string]string{"name": "routingservice"}),
+		buckets(s1.mgr, "workqueue_queue_duration_seconds", map[string]string{"name": "routingservice"}))
+	r.queueP50, r.queueP99 = quantile(0.5, qs), quantile(0.99, qs)
 	r.cpu = delta(s0.mgr, s1.mgr, "process_cpu_seconds_total", nil, nil)
 	r.peakRSS = math.Max(sum(s0.mgr, "process_resident_memory_bytes", nil, nil), sum(s1.mgr, "process_resident_memory_bytes", nil, nil))
 	samples := b.sampler.within(s0.at, s1.at)
@@ -421,12 +444,25 @@ func (b *bench) routingServices(ctx context.Context, t *testing.T, n int, last b
 	wait("RoutingServices Ready at v1")
 	logf("N=%d: %d RoutingServices Ready at v1 (setup %.1fs)", n, n, time.Since(setup).Seconds())
 
-	change := func(phase string, mutate func(*routingv1alpha1.RoutingService)) phaseResult {
+	// others are the RoutingServices the hung-check phase leaves without a check: each phase
+	// records when they alone were all Ready, the hung-check phase's baseline.
+	hungN := hungCount(n)
+	others := func() map[string]int64 {
+		out := map[string]int64{}
+		mu.Lock()
+		defer mu.Unlock()
+		for _, name := range names[hungN:] {
+			out[name] = gens[name]
+		}
+		return out
+	}
+	change := func(phase string, mutate func(i int, r *routingv1alpha1.RoutingService), done func() map[string]int64) phaseResult {
 		t.Helper()
 		drain := b.quiet(ctx)
+		prof := startProfile(ctx, b.rawDir, fmt.Sprintf("N%d-%s", n, phaseFile(phase)))
 		s0 := b.snap(ctx, t)
 		if err := parallel(n, func(i int) error {
-			gen, err := patchRoutingService(ctx, k8s, ns, names[i], mutate)
+			gen, err := patchRoutingService(ctx, k8s, ns, names[i], func(r *routingv1alpha1.RoutingService) { mutate(i, r) })
 			mu.Lock()
 			gens[names[i]] = gen
 			mu.Unlock()
@@ -435,20 +471,64 @@ func (b *bench) routingServices(ctx context.Context, t *testing.T, n int, last b
 			t.Fatal(err)
 		}
 		logf("N=%d: %d RoutingServices updated in %.1fs", n, n, time.Since(s0.at).Seconds())
-		wait(phase)
+		var othersAt time.Time
+		if err := until(ctx, timeout(3*n), phase, func() (bool, string) {
+			if othersAt.IsZero() {
+				if ok, _ := routingServicesReady(ctx, b.w.cache, ns, others()); ok {
+					othersAt = time.Now()
+				}
+			}
+			return routingServicesReady(ctx, b.w.cache, ns, done())
+		}); err != nil {
+			t.Fatal(err)
+		}
 		s1 := b.snap(ctx, t)
 		r := b.result(n, phase, n, s0, s1)
 		r.drain = drain
+		r.others = othersAt.Sub(s0.at)
+		r.profile = prof.stop(ctx, managerBinary)
 		logf("N=%d: %s: %.1fs (after %.1fs waiting for a quiet kube-controller-manager)", n, phase, r.wall.Seconds(), drain.Seconds())
 		return r
 	}
-	image := change(phaseImage, func(r *routingv1alpha1.RoutingService) { r.Spec.Template.Spec.Containers[0].Image = imageV2 })
-	schema := change(phaseSchema, story.ToV2(imageV3, migrationV2))
+	all := func() map[string]int64 {
+		mu.Lock()
+		defer mu.Unlock()
+		return maps.Clone(gens)
+	}
+	image := change(phaseImage, func(_ int, r *routingv1alpha1.RoutingService) { r.Spec.Template.Spec.Containers[0].Image = imageV2 }, all)
+	toV2 := story.ToV2(imageV3, migrationV2)
+	schema := change(phaseSchema, func(_ int, r *routingv1alpha1.RoutingService) { toV2(r) }, all)
 	schema.gate, schema.gateMissing = b.w.gateLatencies(ns, names, schemaBumped, imageV3)
+
+	// Hung checks: hungN RoutingServices bake with a check that never gets an answer.
+	bh, err := startBlackhole()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer bh.close()
+	url := "http://" + bh.ln.Addr().String() + "/health/{{shard}}"
+	hung := change(phaseHung, func(i int, r *routingv1alpha1.RoutingService) {
+		r.Spec.Template.Spec.Containers[0].Image = imageV4
+		if i < hungN {
+			r.Spec.Strategy.BakeSeconds = ptr.To(int32(hungBake))
+			r.Spec.Strategy.Checks = []routingv1alpha1.ShardCheck{hungCheck(url)}
+		}
+	}, others)
+	hung.hung, hung.baseline = hungN, image.others
+	if err := until(ctx, 5*time.Minute, "the hung RoutingServices stalled", func() (bool, string) {
+		return stalledOnCheck(ctx, b.w.cache, ns, names[:hungN])
+	}); err != nil {
+		t.Errorf("N=%d: %v", n, err)
+	} else {
+		hung.hungFailed = time.Since(hung.start)
+	}
+	hung.hungConns = bh.accepted()
+	logf("N=%d: %d of %d without a check Ready in %.1fs (%.1fs in the same-schema phase); the %d with a hung check stalled after %.1fs; %d connections to the silent server",
+		n, n-hungN, n, hung.others.Seconds(), image.others.Seconds(), hungN, hung.hungFailed.Seconds(), hung.hungConns)
 
 	if !last {
 		b.cleanup(ctx, t, ns)
-		return []phaseResult{image, schema}
+		return []phaseResult{image, schema, hung}
 	}
 	// Idle: once, after the last N (the cluster is stopped after it, so nothing is deleted).
 	s0 := b.snap(ctx, t)
@@ -469,7 +549,7 @@ func (b *bench) routingServices(ctx context.Context, t *testing.T, n int, last b
 		}
 	}
 	logf("N=%d: idle: %.0f manager writes, %.0f reconciles in %s", n, idle.mgrWrites, sumMap(idle.reconciles), *idleWindow)
-	return []phaseResult{image, schema, idle}
+	return []phaseResult{image, schema, hung, idle}
 }
 
 // cleanup deletes a phase's namespace and waits until it is gone.
@@ -488,4 +568,17 @@ func sumMap(m map[string]float64) float64 {
 		t += v
 	}
 	return t
+}
+
+// phaseFile is a phase's name as a file name prefix: letters and digits, "-" for the rest.
+func phaseFile(phase string) string {
+	var b strings.Builder
+	for _, r := range phase {
+		if r < 128 && (r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9') {
+			b.WriteRune(r)
+		} else if b.Len() > 0 && !strings.HasSuffix(b.String(), "-") {
+			b.WriteByte('-')
+		}
+	}
+	return strings.TrimSuffix(b.String(), "-")
 }

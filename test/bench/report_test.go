@@ -73,12 +73,27 @@ func render(results []phaseResult, meta reportMeta) string {
 		if r.podCreates > 0 {
 			pods = fmt.Sprintf("%.0f (%.1f / %d)", r.podCreates, r.podCreates/r.wall.Seconds(), r.podPeak)
 		}
-		fmt.Fprintf(&b, "| %d | %s | %s | %s | %s | %.0f (%.0f) | %.0f | %s | %.1f s | %.0f MiB | %s | %s | %s |\n",
-			r.n, phase, secs(r.wall), ratio, perRS, r.mgrWrites, r.mgrFailed, sumMap(r.reconciles), p, r.cpu, r.peakRSS/(1<<20), kcmW, kcmWait, pods)
+		cpu := fmt.Sprintf("%.1f s", r.cpu)
+		switch {
+		case r.phase == phaseIdle:
+			cpu += fmt.Sprintf(" (%.2f %% of a core)", 100*r.cpu/r.wall.Seconds())
+		case r.phase != phaseDeployments:
+			cpu += fmt.Sprintf(" (%.3f s / RoutingService)", r.cpu/float64(r.objects))
+		}
+		rss := fmt.Sprintf("%.0f MiB", r.peakRSS/(1<<20))
+		if r.phase != phaseDeployments {
+			rss += fmt.Sprintf(" (%.2f / RoutingService)", r.peakRSS/(1<<20)/float64(r.objects))
+		}
+		fmt.Fprintf(&b, "| %d | %s | %s | %s | %s | %.0f (%.0f) | %.0f | %s | %s | %s | %s | %s | %s |\n",
+			r.n, phase, secs(r.wall), ratio, perRS, r.mgrWrites, r.mgrFailed, sumMap(r.reconciles), p, cpu, rss, kcmW, kcmWait, pods)
 	}
 	b.WriteString("\nwall: from the first update request until every object is done (Deployments: observedGeneration current, updated = available = 3, no old pod; RoutingServices: Ready=True for the new generation). Manager columns are deltas of its /metrics over the phase (writes: rest_client_requests_total POST/PUT/PATCH/DELETE; reconcile quantiles from controller_runtime_reconcile_time_seconds{controller=\"routingservice\"}; RSS sampled every second). kube-controller-manager: the same counter and rest_client_rate_limiter_duration_seconds (time its requests waited in client-side rate limiters, summed). Pods created: kube-apiserver's POST pods over the wall time, and the most pods the bench saw appear in one second.\n")
 	if meta.kcm != nil && meta.kcm.unreachable != "" {
 		fmt.Fprintf(&b, "\nkube-controller-manager's /metrics was not reachable: %s.\n", meta.kcm.unreachable)
+	}
+
+	if line := cpuGrowth(results); line != "" {
+		b.WriteString("\n" + line + "\n")
 	}
 
 	b.WriteString("\nGate latency (schema phase): from the bench seeing the migration Job Complete to it seeing the first ReplicaSet of the new revision, per RoutingService.\n\n")
@@ -96,6 +111,31 @@ func render(results []phaseResult, meta reportMeta) string {
 			measured += " (missing: " + strings.Join(r.gateMissing, ", ") + ")"
 		}
 		fmt.Fprintf(&b, "| %d | %s | %s | %s | %s |\n", r.n, ms(percentile(0.5, r.gate)), ms(percentile(0.99, r.gate)), ms(maxd), measured)
+	}
+
+	b.WriteString("\nHung checks: in the v3 → v4 rollout, the first RoutingServices (\"hung\") bake 60 s with an http check against a loopback server that accepts connections and never answers (timeout 20 s, 2 errors in a row fail it). The others have no check; their time is compared with the time the same RoutingServices took in the same-schema phase, where none had a check (target ≤ 1.05×).\n\n")
+	b.WriteString("| N | hung | others Ready after | same RoutingServices, same-schema phase | × | hung ones stalled with ShardCheckFailed after | connections to the silent server |\n|---|---|---|---|---|---|---|\n")
+	for _, r := range results {
+		if r.phase != phaseHung {
+			continue
+		}
+		failed := "not within 5 min"
+		if r.hungFailed > 0 {
+			failed = secs(r.hungFailed)
+		}
+		fmt.Fprintf(&b, "| %d | %d of %d | %s | %s | %.2f | %s | %d |\n", r.n, r.hung, r.objects, secs(r.others), secs(r.baseline), r.others.Seconds()/r.baseline.Seconds(), failed, r.hungConns)
+	}
+
+	b.WriteString("\nWhere the manager's CPU goes (its pprof profile over each phase, `go tool pprof -top`; flat share, top functions; full tables in .state/bench/raw/):\n\n")
+	for _, r := range results {
+		if r.profile.slices == 0 {
+			continue
+		}
+		fmt.Fprintf(&b, "- N=%d, %s (%d × %s of profile): %s", r.n, r.phase, r.profile.slices, profileSlice, strings.Join(r.profile.cpuTop, "; "))
+		if len(r.profile.allocTop) > 0 {
+			fmt.Fprintf(&b, ". Allocated: %s; most by %s", r.profile.allocsTotal, strings.Join(r.profile.allocTop, "; "))
+		}
+		b.WriteString("\n")
 	}
 
 	b.WriteString("\nIdle: the manager's writes and reconciles in the 60 s after every RoutingService was Ready (target: 0 writes).\n\n")
@@ -129,7 +169,7 @@ func render(results []phaseResult, meta reportMeta) string {
 	}
 
 	b.WriteString("\nWhere the time goes: kube-controller-manager's work queues (mean time an item waited in the queue / mean sync; a sync includes its client's rate-limiter waits), and every 409 Conflict kube-apiserver answered:\n\n")
-	b.WriteString("| N | phase | waited for a quiet kube-controller-manager before | replicaset queue | deployment queue | job queue | 409 Conflicts |\n|---|---|---|---|---|---|---|\n")
+	b.WriteString("| N | phase | waited for a quiet kube-controller-manager before | schemagate's queue wait p50 / p99 | replicaset queue | deployment queue | job queue | 409 Conflicts |\n|---|---|---|---|---|---|---|---|\n")
 	for _, r := range results {
 		cells := []string{}
 		for _, q := range []string{"replicaset", "deployment", "job"} {
@@ -143,7 +183,11 @@ func render(results []phaseResult, meta reportMeta) string {
 		if r.phase != phaseIdle {
 			drain = secs(r.drain)
 		}
-		fmt.Fprintf(&b, "| %d | %s | %s | %s | %s |\n", r.n, r.phase, drain, strings.Join(cells, " | "), topCounts(r.apiConflicts, 0))
+		queue := "—"
+		if !math.IsNaN(r.queueP50) && r.phase != phaseDeployments {
+			queue = millis(r.queueP50) + " / " + millis(r.queueP99)
+		}
+		fmt.Fprintf(&b, "| %d | %s | %s | %s | %s | %s |\n", r.n, r.phase, drain, queue, strings.Join(cells, " | "), topCounts(r.apiConflicts, 0))
 	}
 
 	b.WriteString("\nkube-apiserver's writes (2xx) per phase, all clients, most frequent first:\n\n")
@@ -210,4 +254,63 @@ func byResult(m map[string]float64) string {
 		return "none"
 	}
 	return strings.Join(out, ", ")
+}
+
+// cpuGrowth compares the manager's CPU seconds per RoutingService at the largest N with those at
+// the smallest, per RoutingService phase (target: ≤ 1.2×); "" with a single N.
+func cpuGrowth(results []phaseResult) string {
+	var parts []string
+	for _, phase := range []string{phaseImage, phaseSchema, phaseHung} {
+		var lo, hi *phaseResult
+		for i := range results {
+			r := &results[i]
+			if r.phase != phase || r.objects == 0 {
+				continue
+			}
+			if lo == nil || r.n < lo.n {
+				lo = r
+			}
+			if hi == nil || r.n > hi.n {
+				hi = r
+			}
+		}
+		if lo == nil || hi == nil || lo.n == hi.n || lo.cpu == 0 {
+			continue
+		}
+		a, b := lo.cpu/float64(lo.objects), hi.cpu/float64(hi.objects)
+		parts = append(parts, fmt.Sprintf("%s %.3f s at N=%d → %.3f s at N=%d (%.2f×)", phase, a, lo.n, b, hi.n, b/a))
+	}
+	if len(parts) == 0 {
+		return ""
+	}
+	return "Manager CPU per RoutingService, smallest N against largest (target ≤ 1.2×): " + strings.Join(parts, "; ") + "."
+}
+
+// targets returns the targets a run missed: the same-schema phase slower than 0.9× the
+// Deployments at any N, and the RoutingServices without a check slower than 1.05× their
+// same-schema time beside hung checks.
+func targets(results []phaseResult) []string {
+	var missed []string
+	deploy := map[int]time.Duration{}
+	for _, r := range results {
+		if r.phase == phaseDeployments {
+			deploy[r.n] = r.wall
+		}
+	}
+	for _, r := range results {
+		switch {
+		case r.phase == phaseImage && deploy[r.n] > 0:
+			if x := r.wall.Seconds() / deploy[r.n].Seconds(); x > 0.9 {
+				missed = append(missed, fmt.Sprintf("N=%d: %s took %.2f× the Deployments' time (target ≤ 0.9×)", r.n, r.phase, x))
+			}
+		case r.phase == phaseHung && r.baseline > 0:
+			if x := r.others.Seconds() / r.baseline.Seconds(); x > 1.05 {
+				missed = append(missed, fmt.Sprintf("N=%d: the RoutingServices without a check took %.2f× their same-schema time beside %d hung checks (target ≤ 1.05×)", r.n, x, r.hung))
+			}
+			if r.hungFailed == 0 {
+				missed = append(missed, fmt.Sprintf("N=%d: the RoutingServices with a hung check did not all stall with ShardCheckFailed", r.n))
+			}
+		}
+	}
+	return missed
 }

@@ -29,6 +29,7 @@ const (
 	imageV1      = "bench/app:v1"
 	imageV2      = "bench/app:v2"
 	imageV3      = "bench/app:v3"
+	imageV4      = "bench/app:v4"
 	migrationV2  = "bench/migrate:v2"
 	schemaBumped = "2"
 )
