@@ -36,14 +36,14 @@ import (
 var benchN = flag.String("bench.n", "", "comma-separated Ns (RoutingServices; 3N Deployments); default $BENCH_N or 25,50")
 
 var (
-	cluster  *localcluster.Cluster
-	k8s      client.Client
-	manager  *localcluster.Process
+	cluster *localcluster.Cluster
+	k8s     client.Client
+	manager *localcluster.Process
 	// managerBinary is the manager's executable (pprof reads its symbols).
 	managerBinary string
-	rootDir  string
-	stateDir string
-	ns       []int
+	rootDir       string
+	stateDir      string
+	ns            []int
 	// managerTree says what tree the manager binary was built from (make builds it just before).
 	managerTree string
 	// Metrics endpoints: the manager's, kube-controller-manager's (maybe unreachable) and

@@ -138,7 +138,7 @@ type phaseResult struct {
 	p50, p99             float64
 	// queueP50, queueP99: how long a RoutingService waited in the manager's work queue (s).
 	queueP50, queueP99 float64
-	cpu, peakRSS         float64
+	cpu, peakRSS       float64
 	// kube-controller-manager: writes, and the seconds its clients waited in their client-side
 	// rate limiters (summed over requests) for how many requests; kcmOK false when unreachable.
 	kcmOK                      bool
