@@ -87,6 +87,7 @@ func (p *profiler) fetch(ctx context.Context, what, name string) string {
 type profileSummary struct {
 	slices      int
 	cpuTop      []string
+	cpuOurs     []string
 	allocTop    []string
 	allocsTotal string
 }
@@ -100,7 +101,10 @@ func (p *profiler) stop(ctx context.Context, binary string) profileSummary {
 	end := p.fetch(ctx, "allocs", p.prefix+"-allocs-end.pb.gz")
 	if len(p.cpu) > 0 {
 		out := pprofTop(ctx, filepath.Join(p.dir, p.prefix+"-cpu-top.txt"), append([]string{"-top", "-nodecount=25", binary}, p.cpu...)...)
-		s.cpuTop = topLines(out, 6)
+		s.cpuTop = topLines(out, 5)
+		// Cumulative, schemagate's own functions: which of its steps the CPU is spent under.
+		cum := pprofTop(ctx, filepath.Join(p.dir, p.prefix+"-cpu-cum.txt"), append([]string{"-top", "-cum", "-nodecount=60", binary}, p.cpu...)...)
+		s.cpuOurs = oursCum(cum, 6)
 	}
 	if p.allocsStart != "" && end != "" {
 		out := pprofTop(ctx, filepath.Join(p.dir, p.prefix+"-allocs-top.txt"), "-top", "-nodecount=25", "-sample_index=alloc_space", "-base", p.allocsStart, binary, end)
@@ -131,7 +135,7 @@ func topLines(out string, n int) []string {
 	inTable := false
 	for _, l := range strings.Split(out, "\n") {
 		f := strings.Fields(l)
-		if len(f) >= 6 && f[0] == "flat" {
+		if len(f) == 5 && f[0] == "flat" {
 			inTable = true
 			continue
 		}
@@ -139,6 +143,23 @@ func topLines(out string, n int) []string {
 			continue
 		}
 		rows = append(rows, f[1]+" "+strings.Join(f[5:], " "))
+		if len(rows) == n {
+			break
+		}
+	}
+	return rows
+}
+
+// oursCum returns the first n rows of a `pprof -top -cum` table whose function is schemagate's
+// own (its module path), as "cum% function".
+func oursCum(out string, n int) []string {
+	var rows []string
+	for _, l := range strings.Split(out, "\n") {
+		f := strings.Fields(l)
+		if len(f) < 6 || !strings.Contains(f[5], "github.com/schemagate/schemagate/") {
+			continue
+		}
+		rows = append(rows, f[4]+" "+strings.TrimPrefix(strings.Join(f[5:], " "), "github.com/schemagate/schemagate/"))
 		if len(rows) == n {
 			break
 		}

@@ -16,6 +16,7 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
 	toolscache "k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -39,6 +40,11 @@ type watcher struct {
 	podSeen []time.Time
 	// jobComplete: "<ns>/<rsvc>/<schema version>" → when the migration Job was first seen Complete.
 	jobComplete map[string]time.Time
+	// jobKey: "<ns>/<Job name>" → its jobComplete key; podDone: "<ns>/<Job name>" → when a pod of
+	// that migration Job was first seen with its migration container terminated with exit code 0
+	// (the evidence schemagate reads, often before the Job controller marks the Job Complete).
+	jobKey  map[string]string
+	podDone map[string]time.Time
 	// firstRS: "<ns>/<rsvc>/<image>" → when the first routing ReplicaSet of that image was seen.
 	firstRS map[string]time.Time
 	// writes counts what happened to schemagate's objects (see the count* constants).
@@ -65,12 +71,13 @@ func startWatcher(ctx context.Context, cfg *rest.Config) (*watcher, error) {
 		return nil, err
 	}
 	w := &watcher{cache: c, jobComplete: map[string]time.Time{}, firstRS: map[string]time.Time{},
+		jobKey: map[string]string{}, podDone: map[string]time.Time{},
 		writes: map[string]int{}, statusChanges: map[string]int{}}
 	handlers := []struct {
 		obj client.Object
 		h   toolscache.ResourceEventHandler
 	}{
-		{&corev1.Pod{}, toolscache.ResourceEventHandlerDetailedFuncs{AddFunc: w.podAdded}},
+		{&corev1.Pod{}, toolscache.ResourceEventHandlerDetailedFuncs{AddFunc: w.podAdded, UpdateFunc: w.podUpdated}},
 		{&appsv1.ReplicaSet{}, toolscache.ResourceEventHandlerDetailedFuncs{AddFunc: w.rsAdded, UpdateFunc: w.rsUpdated, DeleteFunc: w.rsDeleted}},
 		{&batchv1.Job{}, toolscache.ResourceEventHandlerDetailedFuncs{AddFunc: w.jobAdded, UpdateFunc: w.jobUpdated}},
 		{&appsv1.Deployment{}, toolscache.ResourceEventHandlerFuncs{}},
@@ -110,6 +117,29 @@ func (w *watcher) podAdded(_ any, initial bool) {
 	w.mu.Lock()
 	w.podSeen = append(w.podSeen, now)
 	w.mu.Unlock()
+}
+
+// podUpdated records when a migration pod was first seen with its first container (the migration
+// container) terminated with exit code 0.
+func (w *watcher) podUpdated(_, obj any) {
+	pod, ok := obj.(*corev1.Pod)
+	if !ok || pod.Labels[rollout.LabelComponent] != rollout.ComponentMigration || len(pod.Spec.Containers) == 0 {
+		return
+	}
+	ref := metav1.GetControllerOf(pod)
+	if ref == nil || ref.Kind != "Job" {
+		return
+	}
+	for _, cs := range pod.Status.ContainerStatuses {
+		if t := cs.State.Terminated; cs.Name == pod.Spec.Containers[0].Name && t != nil && t.ExitCode == 0 {
+			now := time.Now()
+			w.mu.Lock()
+			if _, seen := w.podDone[pod.Namespace+"/"+ref.Name]; !seen {
+				w.podDone[pod.Namespace+"/"+ref.Name] = now
+			}
+			w.mu.Unlock()
+		}
+	}
 }
 
 func (w *watcher) rsAdded(obj any, initial bool) {
@@ -179,6 +209,9 @@ func (w *watcher) jobSeen(job *batchv1.Job) {
 	if job.Labels[rollout.LabelComponent] != rollout.ComponentMigration {
 		return
 	}
+	w.mu.Lock()
+	w.jobKey[job.Namespace+"/"+job.Name] = job.Namespace + "/" + job.Labels[rollout.LabelName] + "/" + job.Labels[rollout.LabelSchemaVersion]
+	w.mu.Unlock()
 	for _, c := range job.Status.Conditions {
 		if c.Type == batchv1.JobComplete && c.Status == corev1.ConditionTrue {
 			now := time.Now()
@@ -328,13 +361,26 @@ func (w *watcher) podsPerSecond(from, to time.Time) []int {
 	return out
 }
 
-// gateLatencies is, per RoutingService of names in ns, the time from the migration Job for
-// schema seen Complete to the first ReplicaSet of image seen; missing names are returned apart.
+// gateLatencies is, per RoutingService of names in ns, the time from the evidence that its
+// migration Job for schema succeeded (the earlier of a pod of it seen with the migration
+// container terminated with exit code 0, and the Job seen Complete) to the first ReplicaSet of
+// image seen; missing names are returned apart.
 func (w *watcher) gateLatencies(ns string, names []string, schema, image string) (lat []time.Duration, missing []string) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	evidence := map[string]time.Time{}
+	for k, at := range w.jobComplete {
+		evidence[k] = at
+	}
+	for job, at := range w.podDone {
+		if k, ok := w.jobKey[job]; ok {
+			if e, seen := evidence[k]; !seen || at.Before(e) {
+				evidence[k] = at
+			}
+		}
+	}
 	for _, n := range names {
-		done, ok1 := w.jobComplete[ns+"/"+n+"/"+schema]
+		done, ok1 := evidence[ns+"/"+n+"/"+schema]
 		rs, ok2 := w.firstRS[ns+"/"+n+"/"+image]
 		if !ok1 || !ok2 {
 			missing = append(missing, n)
