@@ -289,6 +289,10 @@ func (r *RoutingServiceReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		// Routing pods wake it only when a container's restart count changes: the pod-health
 		// gate (pkg/rollout/podhealth.go); readiness arrives through the ReplicaSets' status.
 		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(routingPodOwner), builder.WithPredicates(restartsChanged)).
+		// Schema evidence (a migration or check container terminated, its Job finished) goes to
+		// the front of the queue: the gate opens at once however busy the fleet (gate_priority.go).
+		Watches(&corev1.Pod{}, gateEvents).
+		Watches(&batchv1.Job{}, gateEvents).
 		Named("routingservice")
 	// Finished http and prometheus measurements arrive on a channel (measurements.go).
 	b = b.WatchesRawSource(source.Channel(r.pending.Events(), &handler.EnqueueRequestForObject{}))

@@ -264,7 +264,7 @@ func (s *Spokes) connect(parent context.Context, key, ns, secret, fingerprint st
 		return nil, err
 	}
 	ca, err := cache.New(cfg, cache.Options{Scheme: s.Scheme, DefaultNamespaces: map[string]cache.Config{ns: {}},
-		DefaultLabelSelector: managed, ReaderFailOnMissingInformer: true})
+		DefaultLabelSelector: managed, ReaderFailOnMissingInformer: true, DefaultTransform: cache.TransformStripManagedFields()})
 	if err != nil {
 		return nil, err
 	}

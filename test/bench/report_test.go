@@ -38,7 +38,7 @@ func render(results []phaseResult, meta reportMeta) string {
 		runtime.GOOS+"/"+runtime.GOARCH, runtime.NumCPU(), meta.nodes, meta.source, meta.took.Round(time.Second))
 
 	b.WriteString("| N | phase | wall | × Deployments | manager writes / RoutingService | manager writes (not 2xx) | reconciles | reconcile p50 / p99 | manager CPU | manager peak RSS | kube-controller-manager writes | its client rate-limiter wait | pods created (mean / peak per s) |\n")
-	b.WriteString("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
+	b.WriteString("|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
 	deployWall := map[int]time.Duration{}
 	for _, r := range results {
 		if r.phase == phaseDeployments {

@@ -1,0 +1,88 @@
+package controllers
+
+import (
+	"context"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/util/workqueue"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/priorityqueue"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/schemagate/schemagate/pkg/rollout"
+)
+
+// PriorityGate is the work-queue priority of a RoutingService whose schema evidence just arrived:
+// a migration, check or contract pod whose first container terminated, or such a Job that
+// finished. controller-runtime's priority queue (on by default) hands it to the next free worker
+// ahead of RoutingServices queued by ordinary events (priority 0) and resyncs (LowPriority), so the
+// gate opens without waiting behind a burst of a large fleet's ReplicaSet updates. The ordinary
+// handlers still enqueue the same event; the queue keeps one item, at the higher priority.
+const PriorityGate = 10
+
+// gateEvents enqueues, at PriorityGate, the RoutingService a schema pod or Job belongs to when the
+// evidence it carries changes (evidenceArrived). Other events are left to the ordinary handlers.
+var gateEvents = handler.Funcs{
+	UpdateFunc: func(_ context.Context, e event.UpdateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+		if !evidenceArrived(e.ObjectOld, e.ObjectNew) {
+			return
+		}
+		reqs := migrationPodOwner(context.Background(), e.ObjectNew)
+		if len(reqs) == 0 {
+			return
+		}
+		if pq, ok := q.(priorityqueue.PriorityQueue[reconcile.Request]); ok {
+			pq.AddWithOpts(priorityqueue.AddOpts{Priority: new(PriorityGate)}, reqs...)
+			return
+		}
+		for _, r := range reqs {
+			q.Add(r)
+		}
+	},
+}
+
+// evidenceArrived reports whether an update of a schema pod or Job (migration, check, shard check
+// or contract, by its component label) shows schema evidence the old object did not: a Job newly
+// Complete or Failed, or a pod whose first container (the migration or check container) newly
+// terminated.
+func evidenceArrived(oldObj, newObj client.Object) bool {
+	if !rollout.IsSchemaComponent(newObj.GetLabels()[rollout.LabelComponent]) && newObj.GetLabels()[rollout.LabelComponent] != rollout.ComponentShardCheck {
+		return false
+	}
+	switch n := newObj.(type) {
+	case *batchv1.Job:
+		o, ok := oldObj.(*batchv1.Job)
+		return ok && !jobFinished(o) && jobFinished(n)
+	case *corev1.Pod:
+		o, ok := oldObj.(*corev1.Pod)
+		return ok && !firstTerminated(o) && firstTerminated(n)
+	}
+	return false
+}
+
+// jobFinished reports whether j has a Complete or Failed condition that is True.
+func jobFinished(j *batchv1.Job) bool {
+	for _, c := range j.Status.Conditions {
+		if (c.Type == batchv1.JobComplete || c.Type == batchv1.JobFailed) && c.Status == corev1.ConditionTrue {
+			return true
+		}
+	}
+	return false
+}
+
+// firstTerminated reports whether pod's first container (schemagate's migration or check
+// container) has terminated.
+func firstTerminated(pod *corev1.Pod) bool {
+	if len(pod.Spec.Containers) == 0 {
+		return false
+	}
+	for _, cs := range pod.Status.ContainerStatuses {
+		if cs.Name == pod.Spec.Containers[0].Name {
+			return cs.State.Terminated != nil
+		}
+	}
+	return false
+}
