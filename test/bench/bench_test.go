@@ -188,7 +188,7 @@ func TestBench(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	b := &bench{w: w, sampler: startSampler(ctx, mgrMetrics), rawDir: filepath.Join(rootDir, ".state", "bench", "raw")}
+	b := &bench{w: w, sampler: startSampler(ctx, manager.PID()), rawDir: filepath.Join(rootDir, ".state", "bench", "raw")}
 	_ = os.RemoveAll(b.rawDir)
 	if err := os.MkdirAll(b.rawDir, 0o755); err != nil {
 		t.Fatal(err)
