@@ -26,11 +26,11 @@ const PriorityGate = 10
 // gateEvents enqueues, at PriorityGate, the RoutingService a schema pod or Job belongs to when the
 // evidence it carries changes (evidenceArrived). Other events are left to the ordinary handlers.
 var gateEvents = handler.Funcs{
-	UpdateFunc: func(_ context.Context, e event.UpdateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+	UpdateFunc: func(ctx context.Context, e event.UpdateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
 		if !evidenceArrived(e.ObjectOld, e.ObjectNew) {
 			return
 		}
-		reqs := migrationPodOwner(context.Background(), e.ObjectNew)
+		reqs := migrationPodOwner(ctx, e.ObjectNew)
 		if len(reqs) == 0 {
 			return
 		}
@@ -55,20 +55,10 @@ func evidenceArrived(oldObj, newObj client.Object) bool {
 	switch n := newObj.(type) {
 	case *batchv1.Job:
 		o, ok := oldObj.(*batchv1.Job)
-		return ok && !jobFinished(o) && jobFinished(n)
+		return ok && !rollout.JobFinished(o) && rollout.JobFinished(n)
 	case *corev1.Pod:
 		o, ok := oldObj.(*corev1.Pod)
 		return ok && !firstTerminated(o) && firstTerminated(n)
-	}
-	return false
-}
-
-// jobFinished reports whether j has a Complete or Failed condition that is True.
-func jobFinished(j *batchv1.Job) bool {
-	for _, c := range j.Status.Conditions {
-		if (c.Type == batchv1.JobComplete || c.Type == batchv1.JobFailed) && c.Status == corev1.ConditionTrue {
-			return true
-		}
 	}
 	return false
 }

@@ -14,9 +14,9 @@ import (
 	"github.com/schemagate/schemagate/pkg/rollout"
 )
 
-// observe lists, from the cache, the ReplicaSets, Jobs and ControllerRevisions labelled with the RoutingService's name
-// in its namespace (through IndexRoutingService), and its migration and check Jobs' pods (their schema reports, and why a
-// migration is stuck). The planner keeps only the ReplicaSets and Jobs it controls (by owner UID),
+// observe lists, from the cache, the ReplicaSets, Jobs and ControllerRevisions labelled with the
+// RoutingService's name in its namespace (through IndexRoutingService), and its migration and
+// check Jobs' pods (their schema reports, and why a migration is stuck). The planner keeps only the ReplicaSets and Jobs it controls (by owner UID),
 // and reads a report only from a pod its Job controls.
 func (r *RoutingServiceReconciler) observe(ctx context.Context, rsvc *routingv1alpha1.RoutingService) (rollout.Observed, error) {
 	// One bucket of the IndexRoutingService index per kind, not a scan of the namespace.

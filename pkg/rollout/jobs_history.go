@@ -32,7 +32,7 @@ func (p *planner) pruneJobs() {
 	keep := p.jobsThatMatter()
 	byKind := map[string][]*batchv1.Job{}
 	for _, j := range p.observed.Jobs {
-		if j == nil || !metav1.IsControlledBy(j, p.rsvc) || j.DeletionTimestamp != nil || !finished(j) {
+		if j == nil || !metav1.IsControlledBy(j, p.rsvc) || j.DeletionTimestamp != nil || !JobFinished(j) {
 			continue
 		}
 		byKind[j.Labels[LabelComponent]] = append(byKind[j.Labels[LabelComponent]], j)
@@ -108,7 +108,7 @@ func (p *planner) jobsThatMatter() map[*batchv1.Job]bool {
 			continue
 		}
 		switch {
-		case !stopped(j), !finished(j):
+		case !stopped(j), !JobFinished(j):
 			keep[j] = true
 		case j.Labels[LabelComponent] == ComponentShardCheck && j.Labels[LabelRevision] == p.update:
 			keep[j] = true
@@ -119,8 +119,8 @@ func (p *planner) jobsThatMatter() map[*batchv1.Job]bool {
 	return keep
 }
 
-// finished reports whether a Job has a Complete or Failed condition.
-func finished(j *batchv1.Job) bool {
+// JobFinished reports whether a Job has a Complete or Failed condition that is True.
+func JobFinished(j *batchv1.Job) bool {
 	return jobCondition(j, batchv1.JobComplete) != nil || jobCondition(j, batchv1.JobFailed) != nil
 }
 

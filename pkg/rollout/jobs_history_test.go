@@ -287,8 +287,8 @@ func FuzzJobHistory(f *testing.F) {
 				continue
 			}
 			j := a.Job
-			if !metav1.IsControlledBy(j, o.RoutingService) || !finished(j) || !stopped(j) || j.DeletionTimestamp != nil {
-				t.Fatalf("%s deletes a Job it must not: controlled %v, finished %v, stopped %v", a, metav1.IsControlledBy(j, o.RoutingService), finished(j), stopped(j))
+			if !metav1.IsControlledBy(j, o.RoutingService) || !JobFinished(j) || !stopped(j) || j.DeletionTimestamp != nil {
+				t.Fatalf("%s deletes a Job it must not: controlled %v, finished %v, stopped %v", a, metav1.IsControlledBy(j, o.RoutingService), JobFinished(j), stopped(j))
 			}
 			if j.Name == plan.Status.Schema.ConfirmedBy {
 				t.Fatalf("%s deletes the evidence", a)

@@ -59,7 +59,7 @@ const annotationResumedAt = "schemagate.io/resumed-at"
 // resuming reports whether j is unfinished, no longer asked to be suspended, and still Suspended
 // for the Job controller: it has just been resumed.
 func resuming(j *batchv1.Job) bool {
-	return !ptr.Deref(j.Spec.Suspend, false) && !finished(j) && jobCondition(j, batchv1.JobSuspended) != nil
+	return !ptr.Deref(j.Spec.Suspend, false) && !JobFinished(j) && jobCondition(j, batchv1.JobSuspended) != nil
 }
 
 // resumedAt is when j was last resumed, as the cluster says: the transition of its Suspended
@@ -112,7 +112,7 @@ func queued(j *batchv1.Job) bool {
 
 // queuedSince is when a queued Job was suspended (its Suspended condition's transition time).
 func queuedSince(j *batchv1.Job) (time.Time, bool) {
-	if !ptr.Deref(j.Spec.Suspend, false) || finished(j) {
+	if !ptr.Deref(j.Spec.Suspend, false) || JobFinished(j) {
 		return time.Time{}, false
 	}
 	c := jobCondition(j, batchv1.JobSuspended)

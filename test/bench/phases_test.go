@@ -263,12 +263,7 @@ func (b *bench) dump(r phaseResult, s0, s1 snapshot) {
 	if b.rawDir == "" {
 		return
 	}
-	slug := fmt.Sprintf("N%d-%s", r.n, strings.Map(func(c rune) rune {
-		if c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' {
-			return c
-		}
-		return '-'
-	}, strings.SplitN(r.phase, " (", 2)[0]))
+	slug := phaseSlug(r.n, r.phase)
 	keep := map[string]func(string) bool{
 		"manager": func(n string) bool { return !strings.HasPrefix(n, "go_") },
 		"kcm": func(n string) bool {
@@ -471,7 +466,7 @@ func (b *bench) routingServices(ctx context.Context, t *testing.T, n int, last b
 	change := func(phase string, mutate func(i int, r *routingv1alpha1.RoutingService), done func() map[string]int64) phaseResult {
 		t.Helper()
 		drain := b.quiet(ctx)
-		prof := startProfile(ctx, b.rawDir, fmt.Sprintf("N%d-%s", n, phaseFile(phase)))
+		prof := startProfile(ctx, b.rawDir, phaseSlug(n, phase))
 		s0 := b.snap(ctx, t)
 		if err := parallel(n, func(i int) error {
 			gen, err := patchRoutingService(ctx, k8s, ns, names[i], func(r *routingv1alpha1.RoutingService) { mutate(i, r) })
@@ -544,7 +539,7 @@ func (b *bench) routingServices(ctx context.Context, t *testing.T, n int, last b
 	}
 	// Idle: once, after the last N (the cluster is stopped after it, so nothing is deleted).
 	// One more reading of the manager's metrics 5 s in: what it still wrote after that.
-	prof := startProfile(ctx, b.rawDir, fmt.Sprintf("N%d-%s", n, phaseFile(phaseIdle)))
+	prof := startProfile(ctx, b.rawDir, phaseSlug(n, phaseIdle))
 	s0 := b.snap(ctx, t)
 	time.Sleep(5 * time.Second)
 	s5 := b.snap(ctx, t)
@@ -577,15 +572,13 @@ func sumMap(m map[string]float64) float64 {
 	return t
 }
 
-// phaseFile is a phase's name as a file name prefix: letters and digits, "-" for the rest.
-func phaseFile(phase string) string {
-	var b strings.Builder
-	for _, r := range phase {
-		if r < 128 && (r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9') {
-			b.WriteRune(r)
-		} else if b.Len() > 0 && !strings.HasSuffix(b.String(), "-") {
-			b.WriteByte('-')
+// phaseSlug names a phase's raw files: "N<n>-" and the phase's name up to any " (", with every
+// character but ASCII letters and digits replaced by "-".
+func phaseSlug(n int, phase string) string {
+	return fmt.Sprintf("N%d-%s", n, strings.Map(func(c rune) rune {
+		if c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' {
+			return c
 		}
-	}
-	return strings.TrimSuffix(b.String(), "-")
+		return '-'
+	}, strings.SplitN(phase, " (", 2)[0]))
 }
