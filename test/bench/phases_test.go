@@ -466,7 +466,7 @@ func (b *bench) routingServices(ctx context.Context, t *testing.T, n int, last b
 	change := func(phase string, mutate func(i int, r *routingv1alpha1.RoutingService), done func() map[string]int64) phaseResult {
 		t.Helper()
 		drain := b.quiet(ctx)
-		prof := startProfile(ctx, b.rawDir, phaseSlug(n, phase))
+		prof := startProfile(ctx, pprofURL, b.rawDir, phaseSlug(n, phase))
 		s0 := b.snap(ctx, t)
 		if err := parallel(n, func(i int) error {
 			gen, err := patchRoutingService(ctx, k8s, ns, names[i], func(r *routingv1alpha1.RoutingService) { mutate(i, r) })
@@ -539,7 +539,7 @@ func (b *bench) routingServices(ctx context.Context, t *testing.T, n int, last b
 	}
 	// Idle: once, after the last N (the cluster is stopped after it, so nothing is deleted).
 	// One more reading of the manager's metrics 5 s in: what it still wrote after that.
-	prof := startProfile(ctx, b.rawDir, phaseSlug(n, phaseIdle))
+	prof := startProfile(ctx, pprofURL, b.rawDir, phaseSlug(n, phaseIdle))
 	s0 := b.snap(ctx, t)
 	time.Sleep(5 * time.Second)
 	s5 := b.snap(ctx, t)

@@ -25,6 +25,7 @@ const profileSlice = 10 * time.Second
 // profiler records the manager's CPU profile over a phase, as consecutive profileSlice slices,
 // and its allocations between the phase's two ends.
 type profiler struct {
+	url         string
 	dir, prefix string
 	cancel      context.CancelFunc
 	wg          sync.WaitGroup
@@ -33,11 +34,12 @@ type profiler struct {
 }
 
 // startProfile begins profiling the manager for a phase; files go to dir as prefix-*.pb.gz.
+// url is the manager's /debug/pprof/ base ("": no profile).
 // Profiling is best-effort: a failed fetch leaves that slice out (the report says how many
 // slices it merged).
-func startProfile(ctx context.Context, dir, prefix string) *profiler {
+func startProfile(ctx context.Context, url, dir, prefix string) *profiler {
 	ctx, cancel := context.WithCancel(ctx)
-	p := &profiler{dir: dir, prefix: prefix, cancel: cancel}
+	p := &profiler{url: url, dir: dir, prefix: prefix, cancel: cancel}
 	p.allocsStart = p.fetch(ctx, "allocs", prefix+"-allocs-start.pb.gz")
 	p.wg.Add(1)
 	go func() {
@@ -54,10 +56,10 @@ func startProfile(ctx context.Context, dir, prefix string) *profiler {
 // fetch saves one /debug/pprof/ answer under dir/name and returns its path ("" on failure, or
 // when ctx ended before the profile was complete).
 func (p *profiler) fetch(ctx context.Context, what, name string) string {
-	if pprofURL == "" {
+	if p.url == "" {
 		return ""
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, pprofURL+what, nil)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, p.url+what, nil)
 	if err != nil {
 		return ""
 	}

@@ -42,6 +42,12 @@ type Options struct {
 	// Empty: no agent.
 	RouterBinary string
 	Revisions    []string
+	// FakeNodes, if above 0, gives every cluster (the hub too) that many kwok Nodes labelled
+	// with the cluster's name as their region (localcluster.RegionLabel), each with room for
+	// PodsPerNode pods (default 110): pods there become Ready without running, for benchmarks
+	// (test/bench). 0: no kwok.
+	FakeNodes   int
+	PodsPerNode int
 }
 
 // Fleet is a running hub and its regions.
@@ -135,7 +141,8 @@ func Start(ctx context.Context, opts Options) (_ *Fleet, err error) {
 
 func (f *Fleet) cluster(ctx context.Context, name string) (*localcluster.Cluster, kubernetes.Interface, error) {
 	c, err := localcluster.Start(ctx, localcluster.Options{BinDir: f.opts.BinDir, StateDir: filepath.Join(f.opts.StateDir, name),
-		Log: f.opts.Log, Name: name, NoKwok: true})
+		Log: f.opts.Log, Name: name, NoKwok: f.opts.FakeNodes == 0,
+		Regions: []string{name}, NodesPerRegion: f.opts.FakeNodes, PodsPerNode: f.opts.PodsPerNode})
 	if c == nil || err != nil {
 		return nil, nil, err
 	}
