@@ -146,6 +146,20 @@ IMAGE_ARCHES ?= amd64,arm64
 image: ## Build the manager image without a container engine: OCI layout of linux/amd64+arm64 and a docker-load tarball in dist/image.
 	go run ./hack/image --out $(IMAGE_DIR) --tag $(IMG) --arches $(IMAGE_ARCHES)
 
+# `make release VERSION=vX.Y.Z`: the release folder (docs/install.md); IMAGE_REPO is where its
+# image is to be published.
+VERSION ?=
+IMAGE_REPO ?= ghcr.io/schemagate/manager
+
+.PHONY: release
+release: ## Write release VERSION=vX.Y.Z into dist/release/VERSION/: image archive, crds.yaml, install.yaml, chart and index.yaml, plugin archives, krew manifest, notes, checksums.
+	@if [ -z "$(VERSION)" ]; then echo "make release: set VERSION, e.g. make release VERSION=v0.1.0" >&2; exit 1; fi
+	go run ./hack/release --version $(VERSION) --image-repo $(IMAGE_REPO) --arches $(IMAGE_ARCHES)
+
+.PHONY: release-check
+release-check: ## Build release v0.1.0 twice from this checkout and fail unless the two folders are byte-identical.
+	go test -tags release -count=1 -timeout 30m -v ./test/release/
+
 ##@ Deployment
 
 # deploy, undeploy, install and uninstall apply the committed files under config/ as they are;

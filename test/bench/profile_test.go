@@ -112,8 +112,9 @@ func (p *profiler) stop(ctx context.Context, binary string) profileSummary {
 		out := pprofTop(ctx, filepath.Join(p.dir, p.prefix+"-allocs-top.txt"), "-top", "-nodecount=25", "-sample_index=alloc_space", "-base", p.allocsStart, binary, end)
 		s.allocTop = topLines(out, 4)
 		for _, l := range strings.Split(out, "\n") {
-			if strings.Contains(l, "total") && strings.Contains(l, "shown") {
-				s.allocsTotal = strings.TrimSpace(l)
+			// "Showing nodes accounting for 3118.65MB, 60.64% of 5143.02MB total"
+			if _, total, ok := strings.Cut(l, "% of "); ok && strings.HasPrefix(l, "Showing nodes") {
+				s.allocsTotal = strings.TrimSpace(total)
 			}
 		}
 	}

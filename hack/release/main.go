@@ -1,0 +1,72 @@
+// Command release writes a versioned schemagate release into dist/release/<version>/ (`make
+// release VERSION=vX.Y.Z`); internal/release does the work and docs/install.md says what each file
+// is for. It prints each file with its size and sha256.
+//
+//	go run ./hack/release --version v0.1.0 [--out dist/release] [--image-repo ghcr.io/schemagate/manager]
+package main
+
+import (
+	"bufio"
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+
+	"github.com/schemagate/schemagate/internal/release"
+)
+
+func main() {
+	version := flag.String("version", "", "Release version, v<major>.<minor>.<patch>[-<pre-release>] (required).")
+	out := flag.String("out", filepath.Join("dist", "release"), "Folder that receives <version>/.")
+	repo := flag.String("image-repo", "ghcr.io/schemagate/manager", "Repository the manager image is published to.")
+	base := flag.String("download-base", "", "URL the release's files are served from (default: the GitHub release download URL of the version).")
+	arches := flag.String("arches", "amd64,arm64", "Linux GOARCH values of the image, comma-separated.")
+	flag.Parse()
+	if *base == "" {
+		*base = "https://github.com/schemagate/schemagate/releases/download/" + *version + "/"
+	}
+	if !strings.HasSuffix(*base, "/") {
+		*base += "/"
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer stop()
+	dir, err := release.Build(ctx, release.Options{
+		ModuleDir: ".", Version: *version, OutDir: *out, ImageRepo: *repo, DownloadBase: *base,
+		SourceDateEpoch: os.Getenv("SOURCE_DATE_EPOCH"), Arches: strings.Split(*arches, ","),
+		Log: func(format string, args ...any) { fmt.Printf("release: "+format+"\n", args...) },
+	})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "release:", err)
+		os.Exit(1)
+	}
+	if err := list(dir); err != nil {
+		fmt.Fprintln(os.Stderr, "release:", err)
+		os.Exit(1)
+	}
+}
+
+// list prints every file of the release with its size and its sha256 from checksums.txt.
+func list(dir string) error {
+	f, err := os.Open(filepath.Join(dir, release.ChecksumsFile))
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	fmt.Printf("%s:\n", dir)
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		sum, name, ok := strings.Cut(sc.Text(), "  ")
+		if !ok {
+			continue
+		}
+		info, err := os.Stat(filepath.Join(dir, name))
+		if err != nil {
+			return err
+		}
+		fmt.Printf("  %-42s %10.1f KiB  sha256:%s\n", name, float64(info.Size())/1024, sum)
+	}
+	return sc.Err()
+}
