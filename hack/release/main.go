@@ -24,6 +24,7 @@ func main() {
 	repo := flag.String("image-repo", "ghcr.io/schemagate/manager", "Repository the manager image is published to.")
 	base := flag.String("download-base", "", "URL the release's files are served from (default: the GitHub release download URL of the version).")
 	arches := flag.String("arches", "amd64,arm64", "Linux GOARCH values of the image, comma-separated.")
+	dirty := flag.Bool("allow-dirty", false, "Build from a tree with uncommitted changes (for trying it out; never publish the result).")
 	flag.Parse()
 	if *base == "" {
 		*base = "https://github.com/schemagate/schemagate/releases/download/" + *version + "/"
@@ -35,7 +36,7 @@ func main() {
 	defer stop()
 	dir, err := release.Build(ctx, release.Options{
 		ModuleDir: ".", Version: *version, OutDir: *out, ImageRepo: *repo, DownloadBase: *base,
-		SourceDateEpoch: os.Getenv("SOURCE_DATE_EPOCH"), Arches: strings.Split(*arches, ","),
+		SourceDateEpoch: os.Getenv("SOURCE_DATE_EPOCH"), Arches: strings.Split(*arches, ","), AllowDirty: *dirty,
 		Log: func(format string, args ...any) { fmt.Printf("release: "+format+"\n", args...) },
 	})
 	if err != nil {

@@ -30,6 +30,7 @@ func packageChart(dir, outDir, version, imageRepo string, modTime time.Time) (st
 	}
 	c.Metadata.Version = strings.TrimPrefix(version, "v")
 	c.Metadata.AppVersion = version
+	found := false
 	for _, f := range c.Raw {
 		if f.Name != chartutil.ValuesfileName {
 			continue
@@ -44,6 +45,10 @@ func packageChart(dir, outDir, version, imageRepo string, modTime time.Time) (st
 			return "", err
 		}
 		c.Values = vals
+		found = true
+	}
+	if !found {
+		return "", fmt.Errorf("the chart %s has no values.yaml to set the image in", dir)
 	}
 	c.StampModTimes(modTime.UTC())
 	path, err := chartutil.Save(c, outDir)
@@ -73,7 +78,7 @@ func setImage(values []byte, repository, tag string) ([]byte, error) {
 		indent := l[:len(l)-len(strings.TrimLeft(l, " "))]
 		switch t := strings.TrimSpace(l); {
 		case !setRepo && strings.HasPrefix(t, "repository:"):
-			lines[i] = indent + "repository: " + repository
+			lines[i] = indent + "repository: " + quote(repository)
 			setRepo = true
 		case !setTag && strings.HasPrefix(t, "tag:"):
 			lines[i] = indent + "tag: " + quote(tag)

@@ -2,6 +2,7 @@ package release
 
 import (
 	"fmt"
+	"sort"
 
 	"sigs.k8s.io/yaml"
 )
@@ -51,7 +52,12 @@ func krewManifest(template []byte, version, downloadBase string, digests map[str
 		p["sha256"] = digest
 		used[name] = true
 	}
+	names := make([]string, 0, len(digests))
 	for name := range digests {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	for _, name := range names {
 		if !used[name] {
 			return nil, fmt.Errorf("krew manifest: no platform of plugins/schemagate.yaml selects %s", name)
 		}

@@ -3,8 +3,10 @@
 // on its own (crds.yaml) and the rest of the installer pinned by digest (install.yaml), the Helm
 // chart packaged with a chart repository index, the kubectl plugin's archives with the krew
 // manifest that names their sha256, release notes from CHANGELOG.md and checksums.txt over every
-// file. Every file's bytes depend only on the commit and the version: times come from the commit
-// (or SOURCE_DATE_EPOCH), never from the clock, so two runs give byte-identical folders.
+// file. Every file's bytes depend only on the commit, the Options (version, image repository,
+// download URL, arches) and the Go toolchain: times come from the commit (or SOURCE_DATE_EPOCH),
+// never from the clock, so two runs give byte-identical folders. A tree with uncommitted changes
+// is refused.
 // docs/install.md says how a cluster owner uses each file.
 package release
 
@@ -18,6 +20,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -35,7 +38,7 @@ type Options struct {
 	// OutDir receives the release folder, OutDir/<Version> (replaced if it exists).
 	OutDir string
 	// ImageRepo is where the manager image will be published, e.g. ghcr.io/schemagate/manager;
-	// install.yaml and the chart name it with the version's tag and its digest.
+	// install.yaml names it with the version's tag and its digest, the chart with the tag.
 	ImageRepo string
 	// DownloadBase is the URL the release's files will be served under, ending in "/"
 	// (the forge's release download URL); the krew manifest and index.yaml name files under it.
@@ -44,6 +47,9 @@ type Options struct {
 	SourceDateEpoch string
 	// Arches are the image's GOARCH values (image.DefaultArches when empty).
 	Arches []string
+	// AllowDirty builds from a tree with uncommitted changes (a test's; never a release to
+	// publish, whose files would not be those of the commit they name).
+	AllowDirty bool
 	// Log receives one line per step (nil: none).
 	Log func(format string, args ...any)
 }
@@ -60,9 +66,15 @@ func Build(ctx context.Context, o Options) (dir string, err error) {
 	if o.Log == nil {
 		o.Log = func(string, ...any) {}
 	}
+	if len(arches(o.Arches)) == 0 || slices.Contains(arches(o.Arches), "") {
+		return "", fmt.Errorf("arches %q: want GOARCH values such as amd64,arm64", o.Arches)
+	}
 	meta, err := image.MetadataFromGit(ctx, o.ModuleDir, o.SourceDateEpoch)
 	if err != nil {
 		return "", err
+	}
+	if strings.HasSuffix(meta.Version, "-dirty") && !o.AllowDirty {
+		return "", fmt.Errorf("the checkout has uncommitted changes (git describe says %s): commit them, or release from a clean clone", meta.Version)
 	}
 	meta.Version = o.Version
 	dir = filepath.Join(o.OutDir, o.Version)

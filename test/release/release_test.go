@@ -27,7 +27,7 @@ func TestReleaseIsReproducible(t *testing.T) {
 		start := time.Now()
 		dir, err := release.Build(ctx, release.Options{
 			ModuleDir: "../..", Version: "v0.1.0", OutDir: t.TempDir(), ImageRepo: "127.0.0.1:5000/schemagate/manager",
-			DownloadBase: "http://127.0.0.1:8080/v0.1.0/", Arches: []string{"amd64", "arm64"},
+			DownloadBase: "http://127.0.0.1:8080/v0.1.0/", Arches: []string{"amd64", "arm64"}, AllowDirty: true,
 			Log: func(format string, args ...any) { t.Logf(format, args...) },
 		})
 		if err != nil {
