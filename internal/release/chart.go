@@ -19,11 +19,11 @@ import (
 
 // packageChart loads the chart at dir with the Helm library, sets its version (version without
 // the "v") and appVersion (version as given, the image tag) and the image the chart installs
-// (values image.repository and image.tag, when the chart has them), stamps every file with
+// (values image.repository, image.tag and image.digest), stamps every file with
 // modTime and saves it into outDir as <name>-<version>.tgz. It returns the archive's path.
 // The CRD stays in the chart's crds/ folder: Helm installs it once and never deletes or upgrades
 // it (docs/install.md).
-func packageChart(dir, outDir, version, imageRepo string, modTime time.Time) (string, error) {
+func packageChart(dir, outDir, version, imageRepo, digest string, modTime time.Time) (string, error) {
 	c, err := loader.LoadDir(dir)
 	if err != nil {
 		return "", fmt.Errorf("loading the chart %s: %w", dir, err)
@@ -35,7 +35,7 @@ func packageChart(dir, outDir, version, imageRepo string, modTime time.Time) (st
 		if f.Name != chartutil.ValuesfileName {
 			continue
 		}
-		data, err := setImage(f.Data, imageRepo, version)
+		data, err := setImage(f.Data, imageRepo, version, digest)
 		if err != nil {
 			return "", err
 		}
@@ -58,12 +58,12 @@ func packageChart(dir, outDir, version, imageRepo string, modTime time.Time) (st
 	return path, nil
 }
 
-// setImage rewrites the first "repository:" and "tag:" lines under the top-level "image:" key of
-// values.yaml to repository and tag, keeping every comment and the rest of the file as it is.
-// Errors: no image block with both keys.
-func setImage(values []byte, repository, tag string) ([]byte, error) {
+// setImage rewrites the first "repository:", "tag:" and "digest:" lines under the top-level
+// "image:" key of values.yaml to repository, tag and digest, keeping every comment and the rest of
+// the file as it is. Errors: no image block with the three keys.
+func setImage(values []byte, repository, tag, digest string) ([]byte, error) {
 	lines := strings.Split(string(values), "\n")
-	inImage, setRepo, setTag := false, false, false
+	inImage, setRepo, setTag, setDigest := false, false, false, false
 	for i, l := range lines {
 		if strings.HasPrefix(l, "image:") {
 			inImage = true
@@ -83,10 +83,13 @@ func setImage(values []byte, repository, tag string) ([]byte, error) {
 		case !setTag && strings.HasPrefix(t, "tag:"):
 			lines[i] = indent + "tag: " + quote(tag)
 			setTag = true
+		case !setDigest && strings.HasPrefix(t, "digest:"):
+			lines[i] = indent + "digest: " + quote(digest)
+			setDigest = true
 		}
 	}
-	if !setRepo || !setTag {
-		return nil, fmt.Errorf("the chart's values.yaml has no image.repository and image.tag to set")
+	if !setRepo || !setTag || !setDigest {
+		return nil, fmt.Errorf("the chart's values.yaml has no image.repository, image.tag and image.digest to set")
 	}
 	return []byte(strings.Join(lines, "\n")), nil
 }

@@ -17,7 +17,7 @@ func TestPackagedChartIsReproducibleAndCarriesTheVersion(t *testing.T) {
 	var archives, indexes [][]byte
 	for i := 0; i < 2; i++ {
 		dir := t.TempDir()
-		path, err := packageChart("../../charts/schemagate", dir, "v0.3.1", "registry.example/schemagate/manager", at)
+		path, err := packageChart("../../charts/schemagate", dir, "v0.3.1", "registry.example/schemagate/manager", "sha256:"+strings.Repeat("cd", 32), at)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -52,7 +52,7 @@ func TestPackagedChartIsReproducibleAndCarriesTheVersion(t *testing.T) {
 		t.Errorf("version %q appVersion %q", c.Metadata.Version, c.Metadata.AppVersion)
 	}
 	img, _ := c.Values["image"].(map[string]any)
-	if img["repository"] != "registry.example/schemagate/manager" || img["tag"] != "v0.3.1" {
+	if img["repository"] != "registry.example/schemagate/manager" || img["tag"] != "v0.3.1" || img["digest"] != "sha256:"+strings.Repeat("cd", 32) {
 		t.Errorf("values image %v", img)
 	}
 	crds := 0
@@ -83,16 +83,16 @@ func TestPackagedChartIsReproducibleAndCarriesTheVersion(t *testing.T) {
 }
 
 func TestSetImageKeepsTheRestOfTheValues(t *testing.T) {
-	in := "# top\nimage:\n  # the repository\n  repository: \"\"\n  tag: \"\"\n  pullPolicy: IfNotPresent\n\nother:\n  tag: keep\n"
-	out, err := setImage([]byte(in), "r.example/m", "v1.0.0")
+	in := "# top\nimage:\n  # the repository\n  repository: \"\"\n  tag: \"\"\n  digest: \"\"\n  pullPolicy: IfNotPresent\n\nother:\n  tag: keep\n"
+	out, err := setImage([]byte(in), "r.example/m", "v1.0.0", "sha256:ab")
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := "# top\nimage:\n  # the repository\n  repository: r.example/m\n  tag: v1.0.0\n  pullPolicy: IfNotPresent\n\nother:\n  tag: keep\n"
+	want := "# top\nimage:\n  # the repository\n  repository: r.example/m\n  tag: v1.0.0\n  digest: sha256:ab\n  pullPolicy: IfNotPresent\n\nother:\n  tag: keep\n"
 	if string(out) != want {
 		t.Errorf("got:\n%s\nwant:\n%s", out, want)
 	}
-	if _, err := setImage([]byte("other: 1\n"), "r", "t"); err == nil {
+	if _, err := setImage([]byte("other: 1\n"), "r", "t", "d"); err == nil {
 		t.Error("values without an image block: no error")
 	}
 }

@@ -38,7 +38,7 @@ type Options struct {
 	// OutDir receives the release folder, OutDir/<Version> (replaced if it exists).
 	OutDir string
 	// ImageRepo is where the manager image will be published, e.g. ghcr.io/schemagate/manager;
-	// install.yaml names it with the version's tag and its digest, the chart with the tag.
+	// install.yaml and the chart name it with the version's tag and its digest.
 	ImageRepo string
 	// DownloadBase is the URL the release's files will be served under, ending in "/"
 	// (the forge's release download URL); the krew manifest and index.yaml name files under it.
@@ -117,7 +117,8 @@ func Build(ctx context.Context, o Options) (dir string, err error) {
 		return "", err
 	}
 
-	chart, err := packageChart(filepath.Join(o.ModuleDir, "charts", "schemagate"), dir, o.Version, o.ImageRepo, meta.Created)
+	_, digest, _ := strings.Cut(ref, "@")
+	chart, err := packageChart(filepath.Join(o.ModuleDir, "charts", "schemagate"), dir, o.Version, o.ImageRepo, digest, meta.Created)
 	if err != nil {
 		return "", err
 	}

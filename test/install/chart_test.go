@@ -259,6 +259,7 @@ func TestChartRejectsBadValues(t *testing.T) {
 		{"replicaCount a word", map[string]any{"replicaCount": "two"}, "'/replicaCount'"},
 		{"replicaCount zero", map[string]any{"replicaCount": 0}, "'/replicaCount'"},
 		{"unknown pullPolicy", map[string]any{"image": map[string]any{"pullPolicy": "Sometimes"}}, "'/image/pullPolicy'"},
+		{"digest without its algorithm", map[string]any{"image": map[string]any{"digest": "0123"}}, "'/image/digest'"},
 		{"watchNamespaces a string", map[string]any{"watchNamespaces": "team-a"}, "'/watchNamespaces'"},
 		{"watchNamespaces not DNS labels", map[string]any{"watchNamespaces": []any{"Team_A"}}, "'/watchNamespaces/0'"},
 		{"unknown logLevel", map[string]any{"logLevel": "verbose"}, "'/logLevel'"},
@@ -296,7 +297,8 @@ func TestChartRejectsBadValues(t *testing.T) {
 // Each value the chart documents reaches the manager's pod.
 func TestChartValuesReachThePod(t *testing.T) {
 	r, err := RenderChart(ChartDir(), "schemagate", "schemagate-system", map[string]any{
-		"image":                   map[string]any{"repository": "registry.example/schemagate", "tag": "v0.2.0", "pullPolicy": "Always"},
+		"image": map[string]any{"repository": "registry.example/schemagate", "tag": "v0.2.0", "pullPolicy": "Always",
+			"digest": "sha256:" + strings.Repeat("ab", 32)},
 		"imagePullSecrets":        []any{map[string]any{"name": "regcred"}},
 		"replicaCount":            3,
 		"logLevel":                "debug",
@@ -327,7 +329,7 @@ func TestChartValuesReachThePod(t *testing.T) {
 	checkManagerPod(t, d)
 	pod, c := d.Spec.Template.Spec, d.Spec.Template.Spec.Containers[0]
 	switch {
-	case c.Image != "registry.example/schemagate:v0.2.0" || c.ImagePullPolicy != corev1.PullAlways:
+	case c.Image != "registry.example/schemagate:v0.2.0@sha256:"+strings.Repeat("ab", 32) || c.ImagePullPolicy != corev1.PullAlways:
 		t.Errorf("image %s %s", c.Image, c.ImagePullPolicy)
 	case *d.Spec.Replicas != 3:
 		t.Errorf("replicas %d", *d.Spec.Replicas)
