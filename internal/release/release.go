@@ -11,21 +11,14 @@
 package release
 
 import (
-	"bytes"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"slices"
-	"sort"
 	"strings"
-	"time"
 
-	"github.com/schemagate/schemagate/hack/render-installer/installer"
 	"github.com/schemagate/schemagate/internal/image"
 )
 
@@ -158,10 +151,6 @@ func Build(ctx context.Context, o Options) (dir string, err error) {
 	return dir, nil
 }
 
-// ChecksumsFile lists the sha256 of every other file of the release, as `sha256sum` prints them
-// (`sha256sum -c checksums.txt` checks a download).
-const ChecksumsFile = "checksums.txt"
-
 func arches(a []string) []string {
 	if len(a) == 0 {
 		return image.DefaultArches
@@ -176,151 +165,4 @@ func readNotes(moduleDir, version string) ([]byte, error) {
 		return nil, err
 	}
 	return Notes(changelog, version)
-}
-
-// buildImage builds the manager image (the manager and the schema reporter) for every arch,
-// writes it as an OCI archive, schemagate-manager-<version>.oci.tar, with images.txt naming the
-// index's and each platform's digest, and returns the pinned reference repo:version@digest.
-func buildImage(ctx context.Context, o Options, meta image.Metadata, dir string) (string, error) {
-	res, err := image.Build(ctx, image.Options{ModuleDir: o.ModuleDir, Arches: o.Arches, Meta: meta})
-	if err != nil {
-		return "", err
-	}
-	tag := o.ImageRepo + ":" + o.Version
-	layoutDir, err := os.MkdirTemp("", "schemagate-release-oci-")
-	if err != nil {
-		return "", err
-	}
-	defer os.RemoveAll(layoutDir)
-	if _, err := image.WriteLayout(layoutDir, res.Index, tag); err != nil {
-		return "", err
-	}
-	if err := image.WriteOCIArchive(layoutDir, filepath.Join(dir, "schemagate-manager-"+o.Version+".oci.tar"), meta.Created); err != nil {
-		return "", err
-	}
-	digest, err := res.Index.Digest()
-	if err != nil {
-		return "", err
-	}
-	var b strings.Builder
-	fmt.Fprintf(&b, "%s@%s\n", tag, digest)
-	for _, arch := range arches(o.Arches) {
-		d, err := res.Images[arch].Digest()
-		if err != nil {
-			return "", err
-		}
-		fmt.Fprintf(&b, "%s@%s linux/%s\n", o.ImageRepo, d, arch)
-	}
-	if err := os.WriteFile(filepath.Join(dir, "images.txt"), []byte(b.String()), 0o644); err != nil {
-		return "", err
-	}
-	return tag + "@" + digest.String(), nil
-}
-
-// installers renders config/default with the image ref and splits it in two: the CRD alone
-// (crds.yaml) and everything else (install.yaml), so that deleting what install.yaml created
-// never deletes the CRD and with it every RoutingService.
-func installers(moduleDir, ref string) (crds, rest []byte, err error) {
-	all, err := installer.Render(filepath.Join(moduleDir, "config"), ref)
-	if err != nil {
-		return nil, nil, err
-	}
-	var c, r []string
-	for _, doc := range strings.Split(string(all), "\n---\n") {
-		if strings.Contains("\n"+doc, "\nkind: CustomResourceDefinition\n") {
-			c = append(c, strings.TrimSpace(stripComments(doc)))
-		} else if s := strings.TrimSpace(stripComments(doc)); s != "" {
-			r = append(r, s)
-		}
-	}
-	if len(c) == 0 {
-		return nil, nil, fmt.Errorf("config/default rendered no CustomResourceDefinition")
-	}
-	crdHeader := "# schemagate's CRD (routingservices.routing.schemagate.io), apart from the manager: apply it first.\n" +
-		"# Deleting it deletes every RoutingService and, through them, their ReplicaSets and pods.\n"
-	restHeader := "# schemagate " + "manager: namespace, RBAC, the Deployment (image " + ref + ")\n" +
-		"# and its metrics Service; the CRD is in crds.yaml. kubectl apply --server-side -f crds.yaml -f install.yaml\n"
-	return []byte(crdHeader + strings.Join(c, "\n---\n") + "\n"), []byte(restHeader + strings.Join(r, "\n---\n") + "\n"), nil
-}
-
-// stripComments drops the leading comment lines of a YAML document (the installer's header).
-func stripComments(doc string) string {
-	lines := strings.Split(doc, "\n")
-	i := 0
-	for i < len(lines) && (strings.HasPrefix(lines[i], "#") || strings.TrimSpace(lines[i]) == "") {
-		i++
-	}
-	return strings.Join(lines[i:], "\n")
-}
-
-// buildPlugin cross-compiles kubectl-schemagate for each of PluginPlatforms (CGO off, the image's
-// build flags) and packs each binary alone at the root of PluginArchive(p); it returns each
-// archive's sha256 (hex) by name.
-func buildPlugin(ctx context.Context, o Options, created time.Time, dir string) (map[string]string, error) {
-	work, err := os.MkdirTemp("", "schemagate-release-plugin-")
-	if err != nil {
-		return nil, err
-	}
-	defer os.RemoveAll(work)
-	digests := map[string]string{}
-	for _, p := range PluginPlatforms {
-		bin := filepath.Join(work, p.OS+"_"+p.Arch, "kubectl-schemagate")
-		args := append([]string{"build"}, image.BuildFlags...)
-		args = append(args, "-o", bin, "./cmd/kubectl-schemagate")
-		cmd := exec.CommandContext(ctx, "go", args...)
-		cmd.Dir = o.ModuleDir
-		cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS="+p.OS, "GOARCH="+p.Arch)
-		if out, err := cmd.CombinedOutput(); err != nil {
-			return nil, fmt.Errorf("%s/%s: go %s: %w\n%s", p.OS, p.Arch, strings.Join(args, " "), err, out)
-		}
-		data, err := os.ReadFile(bin)
-		if err != nil {
-			return nil, err
-		}
-		license, err := os.ReadFile(filepath.Join(o.ModuleDir, "LICENSE"))
-		if err != nil {
-			return nil, err
-		}
-		tgz, err := tarGz([]archiveFile{{Name: "kubectl-schemagate", Mode: 0o755, Data: data}, {Name: "LICENSE", Mode: 0o644, Data: license}},
-			created)
-		if err != nil {
-			return nil, err
-		}
-		name := PluginArchive(p)
-		if err := os.WriteFile(filepath.Join(dir, name), tgz, 0o644); err != nil {
-			return nil, err
-		}
-		digests[name] = sha256Hex(tgz)
-	}
-	return digests, nil
-}
-
-func sha256Hex(b []byte) string {
-	s := sha256.Sum256(b)
-	return hex.EncodeToString(s[:])
-}
-
-// checksums lists the sha256 of every file in dir but ChecksumsFile, sorted by name, in
-// sha256sum's format ("<hex>  <name>").
-func checksums(dir string) ([]byte, error) {
-	entries, err := os.ReadDir(dir)
-	if err != nil {
-		return nil, err
-	}
-	var names []string
-	for _, e := range entries {
-		if e.Type().IsRegular() && e.Name() != ChecksumsFile {
-			names = append(names, e.Name())
-		}
-	}
-	sort.Strings(names)
-	var b bytes.Buffer
-	for _, n := range names {
-		data, err := os.ReadFile(filepath.Join(dir, n))
-		if err != nil {
-			return nil, err
-		}
-		fmt.Fprintf(&b, "%s  %s\n", sha256Hex(data), n)
-	}
-	return b.Bytes(), nil
 }

@@ -70,7 +70,7 @@ type fleetPhase struct {
 	profile   profileSummary
 }
 
-// TestBenchFleet runs the fleet comparison on a hub and three region clusters, each its own
+// TestBenchFleet runs the Deployments-against-RoutingServices comparison on a hub and three region clusters, each its own
 // control plane (test/fleet) with kwok Nodes: N Deployments per region cluster v1 → v2 (each
 // cluster's own kube-controller-manager), then N RoutingServices with one shard in each region
 // cluster v1 → v2, driven by one manager in the hub through one spoke connection per region. It
@@ -187,7 +187,7 @@ func TestBenchFleet(t *testing.T) {
 				if v, err := c.api.scrape(ctx); err == nil {
 					ok, _ := apiWrites(nil, v)
 					for k, x := range ok {
-						// Leases and node heartbeats write all the time.
+						// Leases, node heartbeats and Events are written all the time.
 						if !strings.Contains(k, "leases") && !strings.Contains(k, "nodes") && !strings.Contains(k, "events") {
 							total += x
 						}
