@@ -86,6 +86,33 @@ var (
 	schemaPhaseClock = newPhaseClock()
 )
 
+// The gate's latency inside the manager (gate_priority.go).
+var (
+	// gateLatency: schemagate_gate_latency_seconds{hop}, from the manager receiving schema
+	// evidence (a migration, check or contract pod's first container terminated, or its Job
+	// finished) to hop "queued": a reconcile on a fresh cache starts deciding with it, and hop
+	// "acted": that reconcile's writes are applied. No per-object labels: it measures the
+	// manager, not a RoutingService.
+	gateLatency = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    "schemagate_gate_latency_seconds",
+		Help:    "From the manager receiving schema evidence (a migration or check container terminated, its Job finished) to a reconcile deciding with it (hop=queued) and to that reconcile's writes applied (hop=acted), in seconds.",
+		Buckets: []float64{0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30},
+	}, []string{"hop"})
+
+	// staleSkips: schemagate_stale_cache_skips_total, reconciles skipped because the cache did
+	// not yet have the manager's own last status write (cachesync.go).
+	staleSkips = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "schemagate_stale_cache_skips_total",
+		Help: "Reconciles skipped because the manager's cache did not yet have its own last status write of the RoutingService.",
+	})
+)
+
+// The hops of schemagate_gate_latency_seconds.
+const (
+	gateHopQueued = "queued"
+	gateHopActed  = "acted"
+)
+
 // knownPhases are the values the phase label may take: nothing else reaches a label, whatever a
 // status holds.
 var knownPhases = []routingv1alpha1.SchemaPhase{
@@ -172,7 +199,7 @@ var checkResults = map[string]string{
 }
 
 func init() {
-	metrics.Registry.MustRegister(phaseDuration, rollouts, currentStep, promotedShards, shardChecks, checkMeasurements, schemaPhase, schemaPhaseClock)
+	metrics.Registry.MustRegister(phaseDuration, rollouts, currentStep, promotedShards, shardChecks, checkMeasurements, schemaPhase, schemaPhaseClock, gateLatency, staleSkips)
 }
 
 // recordMetrics updates the metrics from a plan whose status was written.

@@ -55,6 +55,7 @@ type RoutingServiceReconciler struct {
 	measurerOnce sync.Once
 	pending      pendingMeasurements
 	written      writtenVersions
+	gate         gateMarks
 	// budgetConflicts remembers the budget names held by others, for one Event per holder;
 	// retirementsWaiting, the retired places a cluster that does not answer keeps from cleanup.
 	budgetConflicts, retirementsWaiting eventMemo
@@ -76,8 +77,18 @@ type RoutingServiceReconciler struct {
 //
 // Errors returned are retryable API errors (controller-runtime requeues with backoff); a user's
 // mistakes never come back as errors, they are in the status conditions.
+//
+// Every result sets the priority of the requeue it may ask for (priorityAfter): PriorityGate only
+// while schema evidence waits to be acted on.
 func (r *RoutingServiceReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	res, err := r.reconcile(ctx, req)
+	res.Priority = r.priorityAfter(req.NamespacedName)
+	return res, err
+}
+
+func (r *RoutingServiceReconciler) reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	log := logf.FromContext(ctx)
+	started := time.Now()
 
 	rsvc := &routingv1alpha1.RoutingService{}
 	if err := r.Get(ctx, req.NamespacedName, rsvc); err != nil {
@@ -85,6 +96,7 @@ func (r *RoutingServiceReconciler) Reconcile(ctx context.Context, req ctrl.Reque
 			forgetMetrics(req.Namespace, req.Name)
 			r.pending.forget(req.NamespacedName)
 			r.written.forget(req.NamespacedName)
+			r.gate.forget(req.NamespacedName)
 			r.budgetConflicts.forget(req.NamespacedName)
 			r.retirementsWaiting.forget(req.NamespacedName)
 			if r.Spokes != nil {
@@ -108,6 +120,7 @@ func (r *RoutingServiceReconciler) Reconcile(ctx context.Context, req ctrl.Reque
 		return ctrl.Result{RequeueAfter: staleCacheRecheck}, nil
 	}
 
+	r.gate.deciding(req.NamespacedName, time.Now())
 	stored := rsvc.Status.DeepCopy() // the status as it was before this reconcile
 	observed, err := r.observe(ctx, rsvc)
 	if err != nil {
@@ -163,6 +176,9 @@ func (r *RoutingServiceReconciler) Reconcile(ctx context.Context, req ctrl.Reque
 	}
 	if applyErr != nil && !apierrors.IsConflict(applyErr) && !apierrors.IsAlreadyExists(applyErr) {
 		return ctrl.Result{}, applyErr
+	}
+	if applyErr == nil {
+		r.gate.acted(req.NamespacedName, started, time.Now())
 	}
 	if err := r.writeStatus(ctx, req.NamespacedName, rsvc, plan.Status); err != nil {
 		if apierrors.IsConflict(err) {
@@ -291,8 +307,11 @@ func (r *RoutingServiceReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(routingPodOwner), builder.WithPredicates(restartsChanged)).
 		// Schema evidence (a migration or check container terminated, its Job finished) goes to
 		// the front of the queue: the gate opens at once however busy the fleet (gate_priority.go).
-		Watches(&corev1.Pod{}, gateEvents).
-		Watches(&batchv1.Job{}, gateEvents).
+		Watches(&corev1.Pod{}, r.gateEvents()).
+		Watches(&batchv1.Job{}, r.gateEvents()).
+		// A reconcile skipped on a stale cache runs as soon as the cache has the manager's own
+		// status write (cachesync.go).
+		Watches(&routingv1alpha1.RoutingService{}, r.cacheCaughtUp()).
 		Named("routingservice")
 	// Finished http and prometheus measurements arrive on a channel (measurements.go).
 	b = b.WatchesRawSource(source.Channel(r.pending.Events(), &handler.EnqueueRequestForObject{}))

@@ -168,6 +168,12 @@ type phaseResult struct {
 	// without both.
 	gate        []time.Duration
 	gateMissing []string
+	// The same inside the manager (schemagate_gate_latency_seconds, over the phase): p50 and p99
+	// of the hops from receiving the evidence to a reconcile deciding with it (queued) and to
+	// that reconcile's writes applied (acted), in seconds; and the reconciles skipped on a stale
+	// cache (schemagate_stale_cache_skips_total).
+	gateQueued, gateActed [2]float64
+	staleSkips            float64
 	// drain is how long the phase waited for a quiet kube-controller-manager before it began.
 	drain time.Duration
 	// Idle: manager writes and reconciles after the first 5 s of the window.
@@ -213,6 +219,12 @@ func (b *bench) result(n int, phase string, objects int, s0, s1 snapshot) phaseR
 	qs := bucketDelta(buckets(s0.mgr, "workqueue_queue_duration_seconds", map[string]string{"name": "routingservice"}),
 		buckets(s1.mgr, "workqueue_queue_duration_seconds", map[string]string{"name": "routingservice"}))
 	r.queueP50, r.queueP99 = quantile(0.5, qs), quantile(0.99, qs)
+	for hop, into := range map[string]*[2]float64{"queued": &r.gateQueued, "acted": &r.gateActed} {
+		gs := bucketDelta(buckets(s0.mgr, "schemagate_gate_latency_seconds", map[string]string{"hop": hop}),
+			buckets(s1.mgr, "schemagate_gate_latency_seconds", map[string]string{"hop": hop}))
+		*into = [2]float64{quantile(0.5, gs), quantile(0.99, gs)}
+	}
+	r.staleSkips = delta(s0.mgr, s1.mgr, "schemagate_stale_cache_skips_total", nil, nil)
 	r.cpu = delta(s0.mgr, s1.mgr, "process_cpu_seconds_total", nil, nil)
 	r.peakRSS = math.Max(sum(s0.mgr, "process_resident_memory_bytes", nil, nil), sum(s1.mgr, "process_resident_memory_bytes", nil, nil))
 	samples := b.sampler.within(s0.at, s1.at)
