@@ -12,14 +12,20 @@
 # ($SCHEMAGATE_BIN_CACHE, default ~/.cache/schemagate/bin) lets a fresh clone on the same machine
 # reuse binaries instead of relinking them (kube-apiserver: ~7.5 min cold, ~3 GB memory).
 # Prints the folder holding the binaries as its last line.
+#
+# K8S_SET=oldest builds the Kubernetes binaries of the oldest minor schemagate supports instead
+# (hack/k8s-oldest, into bin/k8s-oldest/, cached apart), for `make test-compat`.
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
-out="$root/bin/k8s"
 cache="${SCHEMAGATE_BIN_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/schemagate/bin}"
+case "${K8S_SET:-current}" in
+  current) k8s_version=v1.37.2; k8s_module="$root/hack/k8s"; out="$root/bin/k8s" ;;
+  oldest) k8s_version=v1.35.4; k8s_module="$root/hack/k8s-oldest"; out="$root/bin/k8s-oldest"; cache="$cache/k8s-oldest" ;;
+  *) echo "K8S_SET must be current or oldest, not ${K8S_SET}" >&2; exit 2 ;;
+esac
 mkdir -p "$out" "$cache"
 
-k8s_version=v1.37.2
 etcd_version=v3.6.16
 kwok_version=v0.8.0
 # Must match the require of hack/prometheus/go.mod; module v0.316.0 is Prometheus 3.16.0.
@@ -50,7 +56,7 @@ stamp_of() {
     etcd) echo "etcd $etcd_version $goversion $(sha256sum "$root/hack/etcd/go.sum" | cut -c1-16)" ;;
     kwok) echo "kwok $kwok_version $goversion" ;;
     prometheus) echo "prometheus $prometheus_version $goversion $(sha256sum "$root/hack/prometheus/go.sum" | cut -c1-16) $prometheus_tags" ;;
-    *) echo "$1 $k8s_version $goversion $(sha256sum "$root/hack/k8s/go.sum" | cut -c1-16)" ;;
+    *) echo "$1 $k8s_version $goversion $(sha256sum "$k8s_module/go.sum" | cut -c1-16)" ;;
   esac
 }
 
@@ -64,7 +70,7 @@ build() {
                    -ldflags "-s -w -X github.com/prometheus/common/version.Version=$prometheus_release" \
                    -o "$dest" github.com/prometheus/prometheus/cmd/prometheus) ;;
     kube-apiserver|kube-controller-manager|kube-scheduler|kubectl)
-      (cd "$root/hack/k8s" && go build -trimpath -ldflags "$(k8s_ldflags)" -o "$dest" "k8s.io/kubernetes/cmd/$name") ;;
+      (cd "$k8s_module" && go build -trimpath -ldflags "$(k8s_ldflags)" -o "$dest" "k8s.io/kubernetes/cmd/$name") ;;
     *) echo "unknown binary: $name" >&2; exit 2 ;;
   esac
 }

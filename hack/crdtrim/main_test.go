@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -207,6 +208,15 @@ spec:
                           properties:
                             containers: {type: array}
                             dnsPolicy: {type: string, default: ClusterFirst, description: kept here}
+                            ephemeralContainers:
+                              type: array
+                              x-kubernetes-list-type: map
+                              x-kubernetes-list-map-keys: [name]
+                              items:
+                                required: [name]
+                                properties:
+                                  name: {type: string}
+                                  image: {type: string}
                             default: {type: string, default: x, description: a field called default}
 `
 	out, err := trim([]byte(in))
@@ -225,13 +235,23 @@ spec:
 		t.Errorf("defaults left: %v, want only spec.bake", got)
 	}
 	s := string(out)
-	for _, want := range []string{"a field called default", "keep me", "kept here"} {
-		if !strings.Contains(s, want) {
-			t.Errorf("lost %q:\n%s", want, s)
+	if !strings.Contains(s, "keep me") {
+		t.Errorf("lost the template's own description:\n%s", s)
+	}
+	// Every template found by its shape loses its descriptions, not only spec.template.
+	for _, drop := range []string{"drop me", "kept here", "a field called default"} {
+		if strings.Contains(s, drop) {
+			t.Errorf("a description inside a pod template is left (%q):\n%s", drop, s)
 		}
 	}
-	if strings.Contains(s, "drop me") {
-		t.Errorf("a description inside spec.template is left:\n%s", s)
+	jobSpec := schema["properties"].(map[string]any)["spec"].(map[string]any)["properties"].(map[string]any)["jobs"].(map[string]any)["items"].(map[string]any)["properties"].(map[string]any)["template"].(map[string]any)["properties"].(map[string]any)["spec"].(map[string]any)["properties"].(map[string]any)
+	if _, ok := jobSpec["default"]; !ok {
+		t.Error("the property called default in jobs[].template was removed")
+	}
+	// Ephemeral containers, which Kubernetes refuses in any pod template, must be an empty list.
+	eph, _ := jobSpec["ephemeralContainers"].(map[string]any)
+	if eph["maxItems"] != float64(0) || eph["x-kubernetes-list-type"] != "atomic" || eph["items"] == nil {
+		t.Errorf("ephemeralContainers: %v, want an atomic list with maxItems 0", eph)
 	}
 	// The two properties named like keywords stay.
 	containers := schema["properties"].(map[string]any)["spec"].(map[string]any)["properties"].(map[string]any)["template"].(map[string]any)["properties"].(map[string]any)["spec"].(map[string]any)["properties"].(map[string]any)["containers"].(map[string]any)["items"].(map[string]any)["properties"].(map[string]any)
@@ -251,6 +271,40 @@ spec:
 	for _, bad := range []string{"kind: CustomResourceDefinition\n", "spec: {versions: [{name: v1, schema: {openAPIV3Schema: {properties: {spec: {}}}}}]}\n"} {
 		if _, err := trim([]byte(bad)); err == nil {
 			t.Errorf("trim(%q): no error", bad)
+		}
+	}
+}
+
+// crdJSONBudget bounds each version's schema as the API server stores it (compact JSON), in
+// bytes. The whole CRD is one etcd object (etcd refuses requests over 1.5 MiB by default), Helm
+// keeps the chart's crds/ in its release Secret (1 MiB), and every client that discovers the
+// API downloads it. Trimmed, the RoutingService's schema is ~0.33 MB (1.14 MB before the
+// descriptions of all five pod templates went); the budget leaves room for one more template.
+const crdJSONBudget = 400_000
+
+// The CRD as committed stays within crdJSONBudget: a new embedded pod template is trimmed like
+// the others, and a new field's schema does not grow unseen.
+func TestCRDSize(t *testing.T) {
+	for _, file := range []string{
+		"config/crd/bases/routing.schemagate.io_routingservices.yaml",
+		"charts/schemagate/crds/routing.schemagate.io_routingservices.yaml",
+		"dist/install.yaml",
+	} {
+		for name, schema := range crdVersions(t, file) {
+			raw, err := json.Marshal(schema)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, tmpl := range PodTemplates(schema) {
+				spec, _ := tmpl.Node["properties"].(map[string]any)["spec"].(map[string]any)
+				eph, _ := spec["properties"].(map[string]any)["ephemeralContainers"].(map[string]any)
+				if eph["maxItems"] != float64(0) {
+					t.Errorf("%s %s: %s.spec.ephemeralContainers may have items; Kubernetes refuses them in a pod template", file, name, tmpl.Path)
+				}
+			}
+			if len(raw) > crdJSONBudget {
+				t.Errorf("%s %s: the schema is %d bytes of JSON, over the budget of %d (run make manifests; a new pod template must be found by crdtrim)", file, name, len(raw), crdJSONBudget)
+			}
 		}
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -165,4 +166,32 @@ func TestBinaryFirstStory(t *testing.T) {
 		time.Sleep(200 * time.Millisecond)
 	}
 	story.Eventually(t, 20*time.Second, "RollbackSafe=False", kit.HasCondition(t, ns, routingv1alpha1.ConditionRollbackSafe, metav1.ConditionFalse, routingv1alpha1.ReasonRollbackUnsafe))
+}
+
+// Kubernetes refuses ephemeral containers in every pod template, so no ReplicaSet or Job could be
+// made from a RoutingService template that has one: the API server refuses the RoutingService
+// itself, naming the field (the CRD's schema, hack/crdtrim).
+func TestEphemeralContainersAreRefused(t *testing.T) {
+	ns := kit.NewNamespace(t)
+	debug := []corev1.EphemeralContainer{{EphemeralContainerCommon: corev1.EphemeralContainerCommon{Name: "debug", Image: "busybox"}}}
+	for _, tc := range []struct {
+		field string
+		set   func(*routingv1alpha1.RoutingService)
+	}{
+		{"spec.template.spec.ephemeralContainers", func(r *routingv1alpha1.RoutingService) { r.Spec.Template.Spec.EphemeralContainers = debug }},
+		{"spec.schema.migration.template.spec.ephemeralContainers", func(r *routingv1alpha1.RoutingService) {
+			r.Spec.Schema.Migration.Template.Spec.EphemeralContainers = debug
+		}},
+	} {
+		r := story.Fixture(ns)
+		r.Name = "rs-ephemeral"
+		tc.set(r)
+		err := k8s.Create(context.Background(), r)
+		if !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), tc.field) || !strings.Contains(err.Error(), "must have at most 0 items") {
+			t.Errorf("%s set: got %v, want Invalid naming the field", tc.field, err)
+		}
+	}
+	if err := k8s.Create(context.Background(), story.Fixture(ns)); err != nil {
+		t.Fatalf("the fixture without them: %v", err)
+	}
 }
