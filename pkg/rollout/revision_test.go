@@ -525,6 +525,11 @@ func TestCRDDeclaresNoTemplateDefaults(t *testing.T) {
 	}
 	// Every entry of templateDefaults names a field of the template's schema, with a value of its type.
 	for _, d := range templateDefaults {
+		if strings.HasPrefix(d.path, "spec.ephemeralContainers") {
+			// The CRD refuses ephemeral containers in a template (maxItems 0, hack/crdtrim):
+			// no default of theirs can ever apply.
+			continue
+		}
 		node := tmplSchema
 		for _, seg := range d.segments {
 			name, each := strings.CutSuffix(seg, "[]")
