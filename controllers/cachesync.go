@@ -1,10 +1,15 @@
 package controllers
 
 import (
+	"context"
 	"sync"
 	"time"
 
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/workqueue"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 )
 
 // writtenVersions remembers, per RoutingService, the resourceVersion its last successful status
@@ -94,4 +99,20 @@ func (w *writtenVersions) forget(key types.NamespacedName) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	delete(w.replaced, key)
+}
+
+// cacheCaughtUp enqueues a RoutingService whose reconcile was skipped on a stale cache as soon as
+// the watch event of the manager's own status write reaches the cache (writtenVersions.caughtUp),
+// at PriorityGate if evidence waits. The controller's For handler ignores status-only updates,
+// which is what these are.
+func (r *RoutingServiceReconciler) cacheCaughtUp() handler.Funcs {
+	return handler.Funcs{
+		UpdateFunc: func(_ context.Context, e event.UpdateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			key := types.NamespacedName{Namespace: e.ObjectNew.GetNamespace(), Name: e.ObjectNew.GetName()}
+			if !r.written.caughtUp(key, e.ObjectNew.GetResourceVersion()) {
+				return
+			}
+			addAt(q, *r.priorityAfter(key), reconcile.Request{NamespacedName: key})
+		},
+	}
 }

@@ -86,7 +86,7 @@ var (
 	schemaPhaseClock = newPhaseClock()
 )
 
-// The gate's latency inside the manager (gate_priority.go).
+// The gate's latency inside the manager (gate_latency.go).
 var (
 	// gateLatency: schemagate_gate_latency_seconds{hop}, from the manager receiving schema
 	// evidence (a migration, check or contract pod's first container terminated, or its Job
