@@ -4,7 +4,7 @@
 # (git-ignored). Nothing prebuilt is downloaded.
 #
 # Usage: hack/build-binaries.sh [etcd] [kube-apiserver] [kubectl] [kube-controller-manager]
-#                               [kube-scheduler] [kwok] [prometheus]
+#                               [kube-scheduler] [kwok] [prometheus] [helm]
 #        (no arguments: etcd kube-apiserver kubectl, the set envtest needs)
 #
 # Each binary gets a stamp recording what it was built from (the helper module's go.sum and the Go
@@ -28,6 +28,9 @@ mkdir -p "$out" "$cache"
 
 etcd_version=v3.6.16
 kwok_version=v0.8.0
+# The helm CLI the release tests run (`helm repo add`, `helm install`); the same version as the
+# Helm library in go.mod, which renders and lints the chart in test/install.
+helm_version=v4.3.1
 # Must match the require of hack/prometheus/go.mod; module v0.316.0 is Prometheus 3.16.0.
 prometheus_version=v0.316.0
 prometheus_release=3.16.0
@@ -55,6 +58,7 @@ stamp_of() {
   case "$1" in
     etcd) echo "etcd $etcd_version $goversion $(sha256sum "$root/hack/etcd/go.sum" | cut -c1-16)" ;;
     kwok) echo "kwok $kwok_version $goversion" ;;
+    helm) echo "helm $helm_version $goversion" ;;
     prometheus) echo "prometheus $prometheus_version $goversion $(sha256sum "$root/hack/prometheus/go.sum" | cut -c1-16) $prometheus_tags" ;;
     *) echo "$1 $k8s_version $goversion $(sha256sum "$k8s_module/go.sum" | cut -c1-16)" ;;
   esac
@@ -66,6 +70,9 @@ build() {
     etcd) (cd "$root/hack/etcd" && go build -trimpath -ldflags "-s -w" -o "$dest" go.etcd.io/etcd/server/v3) ;;
     kwok) GOBIN=$(dirname "$dest") go install -trimpath -ldflags "-s -w" "sigs.k8s.io/kwok/cmd/kwok@$kwok_version"
           [ "$(dirname "$dest")/kwok" = "$dest" ] || mv "$(dirname "$dest")/kwok" "$dest" ;;
+    helm) GOBIN=$(dirname "$dest") go install -trimpath \
+            -ldflags "-s -w -X helm.sh/helm/v4/internal/version.version=$helm_version" "helm.sh/helm/v4/cmd/helm@$helm_version"
+          [ "$(dirname "$dest")/helm" = "$dest" ] || mv "$(dirname "$dest")/helm" "$dest" ;;
     prometheus) (cd "$root/hack/prometheus" && go build -trimpath -tags "$prometheus_tags" \
                    -ldflags "-s -w -X github.com/prometheus/common/version.Version=$prometheus_release" \
                    -o "$dest" github.com/prometheus/prometheus/cmd/prometheus) ;;

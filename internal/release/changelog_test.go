@@ -43,6 +43,16 @@ func TestNotesTakeTheVersionsSection(t *testing.T) {
 	if _, err := Notes([]byte(changelog), "v0.0.9"); err == nil || !strings.Contains(err.Error(), "empty") {
 		t.Errorf("an empty section: %v, want an error saying so", err)
 	}
+	// A pre-release with no section of its own takes [Unreleased]; one with a section takes it.
+	if got, err := Notes([]byte(changelog), "v0.3.0-rc.1"); err != nil || string(got) != "# schemagate v0.3.0-rc.1 (pre-release; notes from the Unreleased section)\n\n- not yet\n" {
+		t.Errorf("v0.3.0-rc.1: %q, %v", got, err)
+	}
+	if got, err := Notes([]byte("## [0.3.0-rc.1]\n\nrc\n\n## [Unreleased]\n\nx\n"), "v0.3.0-rc.1"); err != nil || !strings.HasSuffix(string(got), "\nrc\n") {
+		t.Errorf("v0.3.0-rc.1 with a section: %q, %v", got, err)
+	}
+	if _, err := Notes([]byte("## [0.1.0]\n\nx\n"), "v0.2.0-rc.1"); err == nil || !strings.Contains(err.Error(), "no section") {
+		t.Errorf("a pre-release with neither its section nor [Unreleased]: %v, want an error", err)
+	}
 	// v0.1.0 must not match a section [0.1.0-rc.1] nor [0.1.01].
 	if _, err := Notes([]byte("## [0.1.0-rc.1]\n\nx\n"), "v0.1.0"); err == nil {
 		t.Error("v0.1.0 took the notes of 0.1.0-rc.1")

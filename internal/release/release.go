@@ -2,8 +2,8 @@
 // (`make release VERSION=vX.Y.Z`): the manager image as an OCI archive with its digests, the CRD
 // on its own (crds.yaml) and the rest of the installer pinned by digest (install.yaml), the Helm
 // chart packaged with a chart repository index, the kubectl plugin's archives with the krew
-// manifest that names their sha256, release notes from CHANGELOG.md and checksums.txt over every
-// file. Every file's bytes depend only on the commit, the Options (version, image repository,
+// manifest that names their sha256, a CycloneDX SBOM of every Go module linked into what ships,
+// release notes from CHANGELOG.md and checksums.txt over every file. Every file's bytes depend only on the commit, the Options (version, image repository,
 // download URL, arches) and the Go toolchain: times come from the commit (or SOURCE_DATE_EPOCH),
 // never from the clock, so two runs give byte-identical folders. A tree with uncommitted changes
 // is refused.
@@ -93,7 +93,7 @@ func Build(ctx context.Context, o Options) (dir string, err error) {
 	}
 
 	o.Log("image: building linux/%s", strings.Join(arches(o.Arches), ", linux/"))
-	ref, err := buildImage(ctx, o, meta, dir)
+	ref, bins, err := buildImage(ctx, o, meta, dir)
 	if err != nil {
 		return "", fmt.Errorf("image: %w", err)
 	}
@@ -124,7 +124,7 @@ func Build(ctx context.Context, o Options) (dir string, err error) {
 	}
 	o.Log("chart: %s", filepath.Base(chart))
 
-	digests, err := buildPlugin(ctx, o, meta.Created, dir)
+	digests, pluginBins, err := buildPlugin(ctx, o, meta.Created, dir)
 	if err != nil {
 		return "", fmt.Errorf("kubectl plugin: %w", err)
 	}
@@ -140,6 +140,14 @@ func Build(ctx context.Context, o Options) (dir string, err error) {
 		return "", err
 	}
 	o.Log("plugin: %d archives and the krew manifest", len(digests))
+
+	doc, err := sbom(o.Version, meta.Created, append(bins, pluginBins...))
+	if err != nil {
+		return "", err
+	}
+	if err := write(SBOMFile, doc); err != nil {
+		return "", err
+	}
 
 	sums, err := checksums(dir)
 	if err != nil {

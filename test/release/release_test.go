@@ -52,7 +52,7 @@ func TestReleaseIsReproducible(t *testing.T) {
 		t.Fatalf("the two releases hold different files: %v and %v", a, b)
 	}
 	want := []string{"checksums.txt", "crds.yaml", "images.txt", "index.yaml", "install.yaml", "release-notes.md",
-		"schemagate-0.1.0.tgz", "schemagate-manager-v0.1.0.oci.tar", "schemagate.yaml",
+		"schemagate-0.1.0.tgz", "schemagate-manager-v0.1.0.oci.tar", "schemagate.yaml", "sbom.cdx.json",
 		"kubectl-schemagate_darwin_amd64.tar.gz", "kubectl-schemagate_darwin_arm64.tar.gz",
 		"kubectl-schemagate_linux_amd64.tar.gz", "kubectl-schemagate_linux_arm64.tar.gz"}
 	for _, w := range want {
