@@ -41,6 +41,10 @@ type writtenVersion struct {
 	at time.Time
 	// skipped: a reconcile was skipped waiting for the cache to move past rv.
 	skipped bool
+	// passed: the cache moved past rv before any reconcile was skipped for it. A reconcile that
+	// read rv just before that event, and is skipped after it, waits for nothing: no other event
+	// will come (see recheckAfter).
+	passed bool
 }
 
 // maxCacheLag bounds how long reconciles are skipped after one status write: 10 s, about a
@@ -86,13 +90,36 @@ func (w *writtenVersions) caughtUp(key types.NamespacedName, rv string) bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	old, ok := w.replaced[key]
-	if !ok || !old.skipped || old.rv == rv {
+	if !ok || old.rv == rv {
+		return false
+	}
+	if !old.skipped {
+		old.passed = true
+		w.replaced[key] = old
 		return false
 	}
 	old.skipped = false
 	w.replaced[key] = old
 	return true
 }
+
+// recheckAfter is how long a reconcile of key just skipped by stale waits for the next:
+// staleCacheRecheck, the fallback, while the watch event of the write is still to come
+// (cacheCaughtUp will enqueue it sooner); cacheMovedRecheck when the event already came between
+// the reconcile's cache read and its stale check, so the cache serves a newer version now.
+func (w *writtenVersions) recheckAfter(key types.NamespacedName) time.Duration {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if old, ok := w.replaced[key]; ok && old.passed {
+		return cacheMovedRecheck
+	}
+	return staleCacheRecheck
+}
+
+// cacheMovedRecheck is the requeue of a reconcile that read the cache an instant before it moved
+// past the manager's write (writtenVersions.recheckAfter): at once, but through the queue, since
+// the reconcile holds the object it read.
+const cacheMovedRecheck = time.Millisecond
 
 // forget drops key (its RoutingService is gone).
 func (w *writtenVersions) forget(key types.NamespacedName) {

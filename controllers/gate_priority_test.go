@@ -165,3 +165,33 @@ func TestCacheCaughtUpEnqueuesTheSkippedReconcile(t *testing.T) {
 		t.Fatalf("queue length %d after a second update, want 2", n)
 	}
 }
+
+// The race: a reconcile reads the replaced version from the cache, the write's watch event lands
+// (nobody waits yet, so cacheCaughtUp enqueues nothing), then the reconcile's stale check skips
+// it. It must not wait for the one-second fallback: the cache already serves the new version.
+func TestSkipAfterTheCacheMovedRechecksAtOnce(t *testing.T) {
+	var w writtenVersions
+	key := types.NamespacedName{Namespace: "ns", Name: "rs-a"}
+	now := time.Now()
+	w.wrote(key, "6", "7", now)
+	if got := w.recheckAfter(key); got != staleCacheRecheck {
+		t.Fatalf("before the event: recheck after %s, want the fallback %s", got, staleCacheRecheck)
+	}
+	if w.caughtUp(key, "7") {
+		t.Fatal("the event woke a skip that had not happened")
+	}
+	if !w.stale(key, "6", now) {
+		t.Fatal("the version the reconcile read is still the replaced one: skipped")
+	}
+	if got := w.recheckAfter(key); got != cacheMovedRecheck {
+		t.Fatalf("the cache moved before the skip: recheck after %s, want %s", got, cacheMovedRecheck)
+	}
+	if w.stale(key, "7", now) {
+		t.Fatal("the recheck reads the new version: not stale")
+	}
+	// A new write starts afresh.
+	w.wrote(key, "7", "8", now)
+	if got := w.recheckAfter(key); got != staleCacheRecheck {
+		t.Fatalf("a new write: recheck after %s, want %s", got, staleCacheRecheck)
+	}
+}

@@ -116,8 +116,8 @@ func (r *RoutingServiceReconciler) reconcile(ctx context.Context, req ctrl.Reque
 	}
 	if r.written.stale(req.NamespacedName, rsvc.ResourceVersion, r.Clock.Now()) {
 		// The cache has not yet seen this manager's last status write; its watch event will start
-		// the next reconcile. The requeue is only a fallback.
-		return ctrl.Result{RequeueAfter: staleCacheRecheck}, nil
+		// the next reconcile. The requeue is only a fallback, unless the event came already.
+		return ctrl.Result{RequeueAfter: r.written.recheckAfter(req.NamespacedName)}, nil
 	}
 
 	r.gate.deciding(req.NamespacedName, time.Now())
