@@ -12,7 +12,7 @@ import (
 	"github.com/schemagate/schemagate/internal/image"
 )
 
-// buildPlugin cross-compiles kubectl-schemagate for each of PluginPlatforms (CGO off, the image's
+// buildPlugin cross-compiles kubectl-schemagate for each of o.PluginPlatforms (CGO off, the image's
 // build flags) and packs each binary with the LICENSE at the root of PluginArchive(p); it returns
 // each archive's sha256 (hex) by name, and the binaries, for the SBOM.
 func buildPlugin(ctx context.Context, o Options, created time.Time, dir string) (map[string]string, []shippedBinary, error) {
@@ -27,7 +27,11 @@ func buildPlugin(ctx context.Context, o Options, created time.Time, dir string) 
 	}
 	digests := map[string]string{}
 	var bins []shippedBinary
-	for _, p := range PluginPlatforms {
+	platforms := o.PluginPlatforms
+	if len(platforms) == 0 {
+		platforms = PluginPlatforms
+	}
+	for _, p := range platforms {
 		bin := filepath.Join(work, p.OS+"_"+p.Arch, "kubectl-schemagate")
 		args := append([]string{"build"}, image.BuildFlags...)
 		args = append(args, "-o", bin, "./cmd/kubectl-schemagate")

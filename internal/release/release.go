@@ -40,6 +40,10 @@ type Options struct {
 	SourceDateEpoch string
 	// Arches are the image's GOARCH values (image.DefaultArches when empty).
 	Arches []string
+	// PluginPlatforms are the plugin archives to build (all of PluginPlatforms when empty). A
+	// release to publish builds all of them; with fewer, as a test's release that only installs
+	// needs, no krew manifest is written, since it must name an archive for every platform.
+	PluginPlatforms []Platform
 	// AllowDirty builds from a tree with uncommitted changes (a test's; never a release to
 	// publish, whose files would not be those of the commit they name).
 	AllowDirty bool
@@ -128,18 +132,20 @@ func Build(ctx context.Context, o Options) (dir string, err error) {
 	if err != nil {
 		return "", fmt.Errorf("kubectl plugin: %w", err)
 	}
-	template, err := os.ReadFile(filepath.Join(o.ModuleDir, "plugins", "schemagate.yaml"))
-	if err != nil {
-		return "", err
+	if len(o.PluginPlatforms) == 0 {
+		template, err := os.ReadFile(filepath.Join(o.ModuleDir, "plugins", "schemagate.yaml"))
+		if err != nil {
+			return "", err
+		}
+		krew, err := krewManifest(template, o.Version, o.DownloadBase, digests)
+		if err != nil {
+			return "", err
+		}
+		if err := write("schemagate.yaml", krew); err != nil {
+			return "", err
+		}
 	}
-	krew, err := krewManifest(template, o.Version, o.DownloadBase, digests)
-	if err != nil {
-		return "", err
-	}
-	if err := write("schemagate.yaml", krew); err != nil {
-		return "", err
-	}
-	o.Log("plugin: %d archives and the krew manifest", len(digests))
+	o.Log("plugin: %d archives (krew manifest: %t)", len(digests), len(o.PluginPlatforms) == 0)
 
 	doc, err := sbom(o.Version, meta.Created, append(bins, pluginBins...))
 	if err != nil {

@@ -34,10 +34,11 @@ import (
 
 // The release the upgrade starts from, and the one this checkout makes.
 const (
-	// previousVersion was released from previousCommit, where CHANGELOG.md's [0.1.0] section was
-	// written. No tag is published from this repository yet, so the test names the commit.
+	// previousVersion is previousCommit: the last commit whose CHANGELOG.md had an empty
+	// [Unreleased] section under the finished [0.1.0] one. No tag is published from this
+	// repository yet, so the test names the commit.
 	previousVersion = "v0.1.0"
-	previousCommit  = "e985c9a6a4c6fffbc4d58b63c35ea83c4ca32b62"
+	previousCommit  = "0918b5339921f7d7015d60c3da0fda0f665e671d"
 	// currentVersion is this checkout released as a candidate: its notes are CHANGELOG.md's
 	// [Unreleased] section.
 	currentVersion = "v0.2.0-rc.1"
@@ -67,8 +68,9 @@ func (s *releaseServers) downloadBase(version string) string {
 	return s.filesURL + "/" + version + "/"
 }
 
-// buildPreviousRelease builds previousVersion as it was released: a clone of this repository at
-// previousCommit runs its own `hack/release`, for the host's arch only. Returns its folder.
+// buildPreviousRelease builds previousVersion from its own sources: a clone of this repository
+// at previousCommit, built by this checkout's release code for the host only. Returns its
+// folder.
 func (s *releaseServers) buildPreviousRelease(t *testing.T, ctx context.Context) string {
 	t.Helper()
 	if out, err := exec.Command("git", "-C", rootDir, "rev-parse", "--is-shallow-repository").Output(); err == nil && strings.TrimSpace(string(out)) == "true" {
@@ -83,23 +85,27 @@ func (s *releaseServers) buildPreviousRelease(t *testing.T, ctx context.Context)
 			t.Fatalf("git %s: %v\n%s", strings.Join(args, " "), err, out)
 		}
 	}
-	cmd := exec.CommandContext(ctx, "go", "run", "./hack/release", "--version", previousVersion, "--out", s.files,
-		"--image-repo", s.repo, "--download-base", s.downloadBase(previousVersion), "--arches", runtime.GOARCH)
-	cmd.Dir = src
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("release %s from %s: %v\n%s", previousVersion, previousCommit, err, out)
-	}
-	return filepath.Join(s.files, previousVersion)
+	return s.build(t, ctx, src, previousVersion)
 }
 
 // buildCurrentRelease builds currentVersion from this checkout (uncommitted changes allowed: a
-// test's release is never published), for the host's arch only.
+// test's release is never published), for the host only.
 func (s *releaseServers) buildCurrentRelease(t *testing.T, ctx context.Context) string {
 	t.Helper()
-	dir, err := release.Build(ctx, release.Options{ModuleDir: rootDir, Version: currentVersion, OutDir: s.files,
-		ImageRepo: s.repo, DownloadBase: s.downloadBase(currentVersion), Arches: []string{runtime.GOARCH}, AllowDirty: true})
+	return s.build(t, ctx, rootDir, currentVersion)
+}
+
+// build runs `make release`'s code on the sources at moduleDir for the host only: the image for
+// its arch, the plugin for its platform, so no krew manifest (make release-check builds them
+// all). Cross-compiling for three more platforms would cost minutes on a fresh machine and test
+// nothing an install uses.
+func (s *releaseServers) build(t *testing.T, ctx context.Context, moduleDir, version string) string {
+	t.Helper()
+	dir, err := release.Build(ctx, release.Options{ModuleDir: moduleDir, Version: version, OutDir: s.files,
+		ImageRepo: s.repo, DownloadBase: s.downloadBase(version), Arches: []string{runtime.GOARCH},
+		PluginPlatforms: []release.Platform{{OS: runtime.GOOS, Arch: runtime.GOARCH}}, AllowDirty: true})
 	if err != nil {
-		t.Fatalf("release %s: %v", currentVersion, err)
+		t.Fatalf("release %s from %s: %v", version, moduleDir, err)
 	}
 	return dir
 }
