@@ -566,6 +566,15 @@ func (p *planner) startContract(d contractDecision, cs *routingv1alpha1.Contract
 		p.requeueAt(p.now.Add(conflictRecheck))
 		return
 	}
+	if p.refused("create", "Job", job.Name) {
+		// S-31, as in startMigration: the API server refused it in this reconcile, so nothing
+		// started, no approval is used up, and the status does not name the Job.
+		p.contractCondition(metav1.ConditionTrue, routingv1alpha1.ReasonContractReadyToRun, fmt.Sprintf(
+			"the API server refused contract Job %s/%s (attempt %d) to schema %s; it is created again on the next reconcile", p.rsvc.Namespace, job.Name, attempt, d.version))
+		p.contractPhase = routingv1alpha1.SchemaPhaseRollbackWindow
+		p.requeueAt(p.now.Add(refusalRecheck))
+		return
+	}
 	p.act(Action{Kind: CreateJob, Job: job, Note: note})
 	if p.approval != "" {
 		p.approveHandled, p.approval = p.approval, ""

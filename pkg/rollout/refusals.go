@@ -54,6 +54,16 @@ func boundText(s string, limit int) string {
 	return s[:cut] + "…"
 }
 
+// refused reports whether the API server refused verb on kind name in this reconcile.
+func (p *planner) refused(verb, kind, name string) bool {
+	for _, r := range p.observed.Refusals {
+		if r.Verb == verb && r.Kind == kind && r.Name == name {
+			return true
+		}
+	}
+	return false
+}
+
 // holdRefusedBudgets stops the rolling steps of every shard whose PodDisruptionBudget the API
 // server refused to create: a shard's budget exists before its pods change. Like a name conflict,
 // this stalls the promotion at that shard; a rollback and a replica change, which bring back or

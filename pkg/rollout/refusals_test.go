@@ -120,3 +120,47 @@ func TestBoundText(t *testing.T) {
 		}
 	}
 }
+
+// A migration Job the API server refuses to create (here: the owner-reference admission plugin
+// before its discovery knows RoutingService, as TestInstall meets it) never started: the status
+// keeps naming the last Job that did, so no later reconcile takes the missing Job for one that
+// was lost (SchemaEvidenceLost). Once the server accepts it, attempt 1 runs and the rollout
+// completes.
+func TestRefusedMigrationJobIsNotRecordedAsStarted(t *testing.T) {
+	w := steady(t)
+	refused := 0
+	var refusedName string
+	w.refuse = func(a Action) *Refusal {
+		if a.Kind == CreateJob && a.Job.Labels[LabelComponent] == ComponentMigration {
+			refused++
+			refusedName = a.Job.Name
+			return &Refusal{Verb: "create", Kind: "Job", Name: a.Job.Name,
+				Message: `jobs.batch "` + a.Job.Name + `" is forbidden: cannot set blockOwnerDeletion in this case because cannot find RESTMapping`}
+		}
+		return nil
+	}
+	before := w.rsvc.Status.Schema
+	w.update("app:v2", "2", "migrate:ok")
+	for i := 0; i < 40; i++ {
+		w.reconcile()
+		w.tick()
+		w.now = w.now.Add(time.Second)
+	}
+	if refused < 2 {
+		t.Fatalf("the refused create was tried %d times in 40 s, want it tried again", refused)
+	}
+	if st := w.rsvc.Status.Schema; st.MigrationJob == refusedName || st.MigrationJob != before.MigrationJob || st.Attempt != before.Attempt || !st.StartTime.Equal(before.StartTime) {
+		t.Fatalf("a refused migration Job %s is recorded as started: job %q, attempt %d, start %v (before: %q, %d, %v)",
+			refusedName, st.MigrationJob, st.Attempt, st.StartTime, before.MigrationJob, before.Attempt, before.StartTime)
+	}
+	if !w.stalledWith(routingv1alpha1.ReasonWriteRefused) {
+		t.Fatalf("Stalled %+v, want WriteRefused", w.condition(routingv1alpha1.ConditionStalled))
+	}
+	w.refuse = nil
+	if r := w.settle(400); r != routingv1alpha1.ReasonRolloutComplete {
+		t.Fatalf("after the refusal ended: %s", r)
+	}
+	if st := w.rsvc.Status.Schema; st.Attempt != 1 {
+		t.Fatalf("the first Job created is attempt %d, want 1", st.Attempt)
+	}
+}

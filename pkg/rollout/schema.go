@@ -385,6 +385,15 @@ func (p *planner) startMigration(attempt int32, note string, started func(name s
 			return
 		}
 	}
+	if p.refused("create", "Job", job.Name) {
+		// S-31: the API server refused this Job in this reconcile, so nothing started, and the
+		// status does not name it: the next reconcile would take the missing Job for one whose
+		// evidence was lost. reportRefusals says why, and the next reconcile creates it again.
+		p.retryWaiting = p.retry != ""
+		p.schemaCondition(metav1.ConditionFalse, routingv1alpha1.ReasonWaitingForMigration, fmt.Sprintf(
+			"schema %s is required; the API server refused migration Job %s (attempt %d), which is created again on the next reconcile", required, job.Name, attempt))
+		return
+	}
 	p.act(Action{Kind: CreateJob, Job: job, Note: note})
 	started(job.Name)
 	if p.breaking != "" {

@@ -21,7 +21,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
@@ -63,36 +62,8 @@ func TestInstall(t *testing.T) {
 	start := time.Now()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	state, err := os.MkdirTemp("", "schemagate-install-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ic, err := localcluster.Start(ctx, localcluster.Options{
-		BinDir: filepath.Join(binDir, "k8s"), StateDir: state, Log: os.Stdout,
-		Regions: []string{"us-east-1"}, NodesPerRegion: 1,
-		APIServerArgs: []string{"--enable-admission-plugins=OwnerReferencesPermissionEnforcement"},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ic.Stop()
-		if t.Failed() {
-			t.Log("logs kept in", state)
-		} else {
-			_ = os.RemoveAll(state)
-		}
-	})
-	scheme := runtime.NewScheme()
-	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, apiextensionsv1.AddToScheme, routingv1alpha1.AddToScheme} {
-		if err := add(scheme); err != nil {
-			t.Fatal(err)
-		}
-	}
-	c, err := client.New(ic.Config, client.Options{Scheme: scheme})
-	if err != nil {
-		t.Fatal(err)
-	}
+	ic, c := startOwnCluster(t, ctx, "schemagate-install-", "--enable-admission-plugins=OwnerReferencesPermissionEnforcement")
+	state := filepath.Dir(ic.Kubeconfig)
 	kubectl := kubectlOn(ic.Kubeconfig)
 	step := func(name string) func() {
 		s := time.Now()
@@ -402,7 +373,9 @@ func waitForReplicaSet(t *testing.T, c client.Client, ns string, m *managerRun) 
 				return nil
 			}
 		}
-		return fmt.Errorf("%d ReplicaSets; manager log: %s", len(list.Items), m.proc.Tail(600))
+		var now routingv1alpha1.RoutingService
+		_ = c.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: "rs-a"}, &now)
+		return fmt.Errorf("%d ReplicaSets; rs-a's conditions %+v, schema %+v; manager log: %s", len(list.Items), now.Status.Conditions, now.Status.Schema, m.proc.Tail(600))
 	})
 }
 

@@ -23,9 +23,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -84,33 +82,7 @@ func TestRelease(t *testing.T) {
 	done()
 
 	done = step("cluster")
-	state, err := os.MkdirTemp("", "schemagate-release-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ic, err := localcluster.Start(ctx, localcluster.Options{BinDir: filepath.Join(binDir, "k8s"), StateDir: state, Log: os.Stdout,
-		Regions: []string{"us-east-1"}, NodesPerRegion: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ic.Stop()
-		if t.Failed() {
-			t.Log("logs kept in", state)
-		} else {
-			_ = os.RemoveAll(state)
-		}
-	})
-	scheme := runtime.NewScheme()
-	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, apiextensionsv1.AddToScheme, routingv1alpha1.AddToScheme} {
-		if err := add(scheme); err != nil {
-			t.Fatal(err)
-		}
-	}
-	c, err := client.New(ic.Config, client.Options{Scheme: scheme})
-	if err != nil {
-		t.Fatal(err)
-	}
+	ic, c := startOwnCluster(t, ctx, "schemagate-release-")
 	kubectl := kubectlOn(ic.Kubeconfig)
 	done()
 
