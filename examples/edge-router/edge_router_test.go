@@ -331,9 +331,11 @@ func TestDatabaseOutage(t *testing.T) {
 		t.Fatal(err)
 	}
 	eventually(t, "fail-empty routes again", func() bool { return code(t, empty, "d07.example", "/") == 200 })
-	if age := metric(t, static, "edge_router_route_table_age_seconds"); age > 1 {
-		t.Errorf("fail-static's table is %vs old after the database came back", age)
-	}
+	// The two routers reload on their own timers: on a busy machine fail-static's next load may
+	// come a moment after fail-empty's (CI saw 3.4 s), so its table is waited for too.
+	eventually(t, "fail-static's table is fresh again", func() bool {
+		return metric(t, static, "edge_router_route_table_age_seconds") <= 1
+	})
 }
 
 func TestFlags(t *testing.T) {
