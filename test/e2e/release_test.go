@@ -45,10 +45,10 @@ import (
 //  3. Upgrade to v0.2.0-rc.1 the same way, then the new image's manager: the RoutingService keeps
 //     its ReplicaSet, pods and migration Job (same UIDs) and stays Ready once the new manager has
 //     reconciled it. Nothing re-rolls.
-//  4. The chart from the v0.1.0 chart repository (`helm repo add`, `helm install --skip-crds`:
-//     the CRD is there already), then
-//     `helm upgrade` from the v0.2.0-rc.1 repository and `helm uninstall`: the Deployment runs
-//     each release's image by digest; the CRD (same UID) and the RoutingService stay.
+//  4. The chart from the v0.1.0 chart repository (`helm repo add`): `helm install` over the
+//     newer CRD fails for the conflict, `helm install --skip-crds` succeeds; then `helm upgrade`
+//     from the v0.2.0-rc.1 repository and `helm uninstall`. The Deployment runs each release's
+//     image by digest; the CRD (same UID) and the RoutingService stay.
 //  5. `kubectl delete -f install.yaml`: the manager's objects go; the CRD, the RoutingService,
 //     its ReplicaSet and pods stay. Last, `kubectl delete -f crds.yaml`, the explicit way to remove
 //     everything: the RoutingService goes and the garbage collector removes its ReplicaSet.
