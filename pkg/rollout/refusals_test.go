@@ -164,3 +164,29 @@ func TestRefusedMigrationJobIsNotRecordedAsStarted(t *testing.T) {
 		t.Fatalf("the first Job created is attempt %d, want 1", st.Attempt)
 	}
 }
+
+// The same for the contract: a contract Job the API server refuses is not recorded as started,
+// the refusal is in status, and once the server accepts it attempt 1 runs to completion.
+func TestRefusedContractJobIsNotRecordedAsStarted(t *testing.T) {
+	w := expanded(t, "contract:ok")
+	refused := 0
+	w.refuse = func(a Action) *Refusal {
+		if a.Kind == CreateJob && a.Job.Labels[LabelComponent] == ComponentContract {
+			refused++
+			return &Refusal{Verb: "create", Kind: "Job", Name: a.Job.Name, Message: `jobs.batch "` + a.Job.Name + `" is forbidden: exceeded quota`}
+		}
+		return nil
+	}
+	w.run(300, func() bool { return refused >= 3 })
+	if cs := w.rsvc.Status.Schema.Contract; cs != nil && (cs.Job != "" || cs.Attempt != 0 || cs.StartTime != nil) {
+		t.Fatalf("a refused contract Job is recorded as started: %+v", cs)
+	}
+	if !w.stalledWith(routingv1alpha1.ReasonWriteRefused) {
+		t.Fatalf("Stalled %+v, want WriteRefused", w.condition(routingv1alpha1.ConditionStalled))
+	}
+	w.refuse = nil
+	w.run(100, func() bool { return w.contractReason() == routingv1alpha1.ReasonContractComplete })
+	if jobs := w.contractJobs(); len(jobs) != 1 || w.jobs[ContractJobName("rs-a", "3", 1)] == nil {
+		t.Fatalf("contract Jobs %v, want attempt 1 only", jobs)
+	}
+}
