@@ -105,6 +105,13 @@ var (
 		Name: "schemagate_stale_cache_skips_total",
 		Help: "Reconciles skipped because the manager's cache did not yet have its own last status write of the RoutingService.",
 	})
+
+	// heldCounterWrites: schemagate_status_counter_writes_held_total, status writes that would
+	// have changed only shards' pod counters and waited for CounterWritePeriod (status_counters.go).
+	heldCounterWrites = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "schemagate_status_counter_writes_held_total",
+		Help: "RoutingService status writes held back because they changed only shards' pod counters within the counter write period of the last write.",
+	})
 )
 
 // The hops of schemagate_gate_latency_seconds.
@@ -199,7 +206,7 @@ var checkResults = map[string]string{
 }
 
 func init() {
-	metrics.Registry.MustRegister(phaseDuration, rollouts, currentStep, promotedShards, shardChecks, checkMeasurements, schemaPhase, schemaPhaseClock, gateLatency, staleSkips)
+	metrics.Registry.MustRegister(phaseDuration, rollouts, currentStep, promotedShards, shardChecks, checkMeasurements, schemaPhase, schemaPhaseClock, gateLatency, staleSkips, heldCounterWrites)
 }
 
 // recordMetrics updates the metrics from a plan whose status was written.

@@ -55,6 +55,7 @@ type RoutingServiceReconciler struct {
 	measurerOnce sync.Once
 	pending      pendingMeasurements
 	written      writtenVersions
+	counters     counterWrites
 	gate         gateMarks
 	// budgetConflicts remembers the budget names held by others, for one Event per holder;
 	// retirementsWaiting, the retired places a cluster that does not answer keeps from cleanup.
@@ -96,6 +97,7 @@ func (r *RoutingServiceReconciler) reconcile(ctx context.Context, req ctrl.Reque
 			forgetMetrics(req.Namespace, req.Name)
 			r.pending.forget(req.NamespacedName)
 			r.written.forget(req.NamespacedName)
+			r.counters.forget(req.NamespacedName)
 			r.gate.forget(req.NamespacedName)
 			r.budgetConflicts.forget(req.NamespacedName)
 			r.retirementsWaiting.forget(req.NamespacedName)
@@ -180,7 +182,8 @@ func (r *RoutingServiceReconciler) reconcile(ctx context.Context, req ctrl.Reque
 	if applyErr == nil {
 		r.gate.acted(req.NamespacedName, started, time.Now())
 	}
-	if err := r.writeStatus(ctx, req.NamespacedName, rsvc, plan.Status); err != nil {
+	held, err := r.writeStatus(ctx, req.NamespacedName, rsvc, plan.Status)
+	if err != nil {
 		if apierrors.IsConflict(err) {
 			// Someone (often our own previous write, not yet in the cache) changed the object:
 			// decide again on the fresh object rather than write a status computed for an old one.
@@ -202,6 +205,9 @@ func (r *RoutingServiceReconciler) reconcile(ctx context.Context, req ctrl.Reque
 		return ctrl.Result{RequeueAfter: time.Second}, nil
 	}
 	requeue := plan.RequeueAfter
+	if held > 0 {
+		requeue = minRequeue(requeue, held) // the counters held back (CounterWritePeriod)
+	}
 	if spokes != nil || observed.Clusters != nil || len(retiredClusters(rsvc)) > 0 {
 		// Secrets are not watched: a rotated one is read again within SecretRecheck.
 		requeue = minRequeue(requeue, spokeRecheck)

@@ -11,6 +11,7 @@
 package bench
 
 import (
+	"cmp"
 	"context"
 	"flag"
 	"fmt"
@@ -196,7 +197,9 @@ func TestBench(t *testing.T) {
 	began := time.Now()
 	var results []phaseResult
 	for i, n := range ns {
-		results = append(results, b.deployments(ctx, t, n))
+		if runs(t, "deployments") {
+			results = append(results, b.deployments(ctx, t, n))
+		}
 		results = append(results, b.routingServices(ctx, t, n, i == len(ns)-1)...)
 	}
 	md := render(results, reportMeta{
@@ -243,7 +246,11 @@ func benchCommand() string {
 	for i, n := range ns {
 		list[i] = strconv.Itoa(n)
 	}
-	return "BENCH_N=" + strings.Join(list, ",") + " make bench-e2e"
+	cmd := "BENCH_N=" + strings.Join(list, ",")
+	if p := cmp.Or(*benchPhases, os.Getenv("BENCH_PHASES")); p != "" {
+		cmd += " BENCH_PHASES=" + p
+	}
+	return cmd + " make bench-e2e"
 }
 
 // logf prints a timestamped progress line.

@@ -183,6 +183,45 @@ func buckets(v model.Vector, name string, want map[string]string) map[float64]fl
 	return out
 }
 
+// bucketDeltaMap is after − before, per upper bound.
+func bucketDeltaMap(before, after map[float64]float64) map[float64]float64 {
+	out := map[float64]float64{}
+	for le, n := range after {
+		out[le] = n - before[le]
+	}
+	return out
+}
+
+// latencySummary is a request latency histogram's p50 and p99 (s, estimated inside buckets) and
+// the share of requests slower than 100 ms (exact: 0.1 s is a bucket bound of both histograms
+// read), with the number of requests.
+type latencySummary struct {
+	p50, p99, over100ms, count float64
+}
+
+// summarize reads a latencySummary from cumulative buckets (NaNs when there are none).
+func summarize(bs []bucket) latencySummary {
+	s := latencySummary{p50: quantile(0.5, bs), p99: quantile(0.99, bs), over100ms: math.NaN()}
+	if len(bs) == 0 {
+		return s
+	}
+	s.count = bs[len(bs)-1].count
+	for _, b := range bs {
+		if b.le == 0.1 && s.count > 0 {
+			s.over100ms = (s.count - b.count) / s.count
+		}
+	}
+	return s
+}
+
+// String prints "p50 / p99 (share over 100 ms of count)".
+func (s latencySummary) String() string {
+	if s.count == 0 {
+		return "—"
+	}
+	return fmt.Sprintf("%s / %s (%.1f %% of %.0f over 100 ms)", millis(s.p50), millis(s.p99), 100*s.over100ms, s.count)
+}
+
 // bucketDelta is after − before, per upper bound, sorted by bound.
 func bucketDelta(before, after map[float64]float64) []bucket {
 	var out []bucket

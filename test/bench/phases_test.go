@@ -3,6 +3,7 @@
 package bench
 
 import (
+	"cmp"
 	"context"
 	"flag"
 	"fmt"
@@ -10,6 +11,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -37,6 +39,34 @@ const (
 )
 
 // idleWindow is how long the idle phase watches the converged RoutingServices (its wall column).
+// benchPhases names the phases to run (-bench.phases, else $BENCH_PHASES; default all): a
+// comma-separated subset of deployments, image, schema, hung and idle. Without image, the
+// RoutingServices go from v1 straight to v3 + schema 2 in the schema phase, and the hung-check
+// phase has no baseline to be compared with. The shorter runs are for iterating on one figure:
+// BENCH_N=200 BENCH_PHASES=schema measures the gate at N=200 in about a third of the full run.
+var benchPhases = flag.String("bench.phases", "", "comma-separated phases to run: deployments,image,schema,hung,idle (default $BENCH_PHASES, else all)")
+
+// phaseKeys are the phases -bench.phases can name, in the order they run.
+var phaseKeys = []string{"deployments", "image", "schema", "hung", "idle"}
+
+// runs reports whether phase key is to run; it fails the test for a name that is not a phase.
+func runs(t *testing.T, key string) bool {
+	t.Helper()
+	s := cmp.Or(*benchPhases, os.Getenv("BENCH_PHASES"))
+	if s == "" {
+		return true
+	}
+	found := false
+	for _, f := range strings.Split(s, ",") {
+		f = strings.TrimSpace(f)
+		if !slices.Contains(phaseKeys, f) {
+			t.Fatalf("BENCH_PHASES: %q is not one of %s", f, strings.Join(phaseKeys, ", "))
+		}
+		found = found || f == key
+	}
+	return found
+}
+
 var idleWindow = flag.Duration("bench.idle", 60*time.Second, "how long the idle phase after the last N watches the converged RoutingServices (issue 13's target: 5m)")
 
 type bench struct {
@@ -174,6 +204,14 @@ type phaseResult struct {
 	// cache (schemagate_stale_cache_skips_total).
 	gateQueued, gateActed [2]float64
 	staleSkips            float64
+	// The floor under the gate: kube-apiserver's own latency for creating ReplicaSets (every
+	// client's; apiserver_request_duration_seconds) and the manager's writes as its client saw
+	// them (rest_client_request_duration_seconds, POST/PUT/PATCH/DELETE), over the phase: p50,
+	// p99 (s) and the share of requests over 100 ms, both from bucket bounds.
+	apiCreateRS, mgrWriteLatency latencySummary
+	// heldCounterWrites: status writes held back because only pod counters changed
+	// (schemagate_status_counter_writes_held_total).
+	heldCounterWrites float64
 	// drain is how long the phase waited for a quiet kube-controller-manager before it began.
 	drain time.Duration
 	// Idle: manager writes and reconciles after the first 5 s of the window.
@@ -225,6 +263,18 @@ func (b *bench) result(n int, phase string, objects int, s0, s1 snapshot) phaseR
 		*into = [2]float64{quantile(0.5, gs), quantile(0.99, gs)}
 	}
 	r.staleSkips = delta(s0.mgr, s1.mgr, "schemagate_stale_cache_skips_total", nil, nil)
+	r.heldCounterWrites = delta(s0.mgr, s1.mgr, "schemagate_status_counter_writes_held_total", nil, nil)
+	createRS := map[string]string{"verb": "POST", "resource": "replicasets", "subresource": ""}
+	r.apiCreateRS = summarize(bucketDelta(buckets(s0.api, "apiserver_request_duration_seconds", createRS),
+		buckets(s1.api, "apiserver_request_duration_seconds", createRS)))
+	mgrW := map[float64]float64{}
+	for _, verb := range []string{"POST", "PUT", "PATCH", "DELETE"} {
+		for le, n := range bucketDeltaMap(buckets(s0.mgr, "rest_client_request_duration_seconds", map[string]string{"verb": verb}),
+			buckets(s1.mgr, "rest_client_request_duration_seconds", map[string]string{"verb": verb})) {
+			mgrW[le] += n
+		}
+	}
+	r.mgrWriteLatency = summarize(bucketDelta(nil, mgrW))
 	r.cpu = delta(s0.mgr, s1.mgr, "process_cpu_seconds_total", nil, nil)
 	r.peakRSS = math.Max(sum(s0.mgr, "process_resident_memory_bytes", nil, nil), sum(s1.mgr, "process_resident_memory_bytes", nil, nil))
 	samples := b.sampler.within(s0.at, s1.at)
@@ -514,40 +564,27 @@ func (b *bench) routingServices(ctx context.Context, t *testing.T, n int, last b
 		defer mu.Unlock()
 		return maps.Clone(gens)
 	}
-	image := change(phaseImage, func(_ int, r *routingv1alpha1.RoutingService) { r.Spec.Template.Spec.Containers[0].Image = imageV2 }, all)
-	toV2 := story.ToV2(imageV3, migrationV2)
-	schema := change(phaseSchema, func(_ int, r *routingv1alpha1.RoutingService) { toV2(r) }, all)
-	schema.gate, schema.gateMissing = b.w.gateLatencies(ns, names, schemaBumped, imageV3)
-
-	// Hung checks: hungN RoutingServices bake with a check that never gets an answer.
-	bh, err := startBlackhole()
-	if err != nil {
-		t.Fatal(err)
+	var out []phaseResult
+	var image phaseResult
+	if runs(t, "image") {
+		image = change(phaseImage, func(_ int, r *routingv1alpha1.RoutingService) { r.Spec.Template.Spec.Containers[0].Image = imageV2 }, all)
+		out = append(out, image)
 	}
-	defer bh.close()
-	url := "http://" + bh.ln.Addr().String() + "/health/{{shard}}"
-	hung := change(phaseHung, func(i int, r *routingv1alpha1.RoutingService) {
-		r.Spec.Template.Spec.Containers[0].Image = imageV4
-		if i < hungN {
-			r.Spec.Strategy.BakeSeconds = ptr.To(int32(hungBake))
-			r.Spec.Strategy.Checks = []routingv1alpha1.ShardCheck{hungCheck(url)}
-		}
-	}, others)
-	hung.hung, hung.baseline = hungN, image.others
-	if err := until(ctx, 5*time.Minute, "the hung RoutingServices stalled", func() (bool, string) {
-		return stalledOnCheck(ctx, b.w.cache, ns, names[:hungN])
-	}); err != nil {
-		t.Errorf("N=%d: %v", n, err)
-	} else {
-		hung.hungFailed = time.Since(hung.start)
+	if runs(t, "schema") {
+		toV2 := story.ToV2(imageV3, migrationV2)
+		schema := change(phaseSchema, func(_ int, r *routingv1alpha1.RoutingService) { toV2(r) }, all)
+		schema.gate, schema.gateMissing = b.w.gateLatencies(ns, names, schemaBumped, imageV3)
+		out = append(out, schema)
 	}
-	hung.hungConns = bh.accepted()
-	logf("N=%d: %d of %d without a check Ready in %.1fs (%.1fs in the same-schema phase); the %d with a hung check stalled after %.1fs; %d connections to the silent server",
-		n, n-hungN, n, hung.others.Seconds(), image.others.Seconds(), hungN, hung.hungFailed.Seconds(), hung.hungConns)
-
+	if runs(t, "hung") {
+		out = append(out, b.hung(ctx, t, n, ns, names, change, others, image.others))
+	}
 	if !last {
 		b.cleanup(ctx, t, ns)
-		return []phaseResult{image, schema, hung}
+		return out
+	}
+	if !runs(t, "idle") {
+		return out
 	}
 	// Idle: once, after the last N (the cluster is stopped after it, so nothing is deleted).
 	// One more reading of the manager's metrics 5 s in: what it still wrote after that.
@@ -563,7 +600,42 @@ func (b *bench) routingServices(ctx context.Context, t *testing.T, n int, last b
 	ctl := map[string]string{"controller": "routingservice"}
 	idle.lateReconciles = sum(s1.mgr, "controller_runtime_reconcile_total", ctl, nil) - sum(s5.mgr, "controller_runtime_reconcile_total", ctl, nil)
 	logf("N=%d: idle: %.0f manager writes, %.0f reconciles in %s", n, idle.mgrWrites, sumMap(idle.reconciles), *idleWindow)
-	return []phaseResult{image, schema, hung, idle}
+	return append(out, idle)
+}
+
+// hung is the hung-check phase: the first hungCount(n) RoutingServices bake with a check that
+// never gets an answer; the others' time is compared with baseline, their time in the
+// same-schema phase (0: that phase did not run).
+func (b *bench) hung(ctx context.Context, t *testing.T, n int, ns string, names []string, change func(string, func(int, *routingv1alpha1.RoutingService), func() map[string]int64) phaseResult, others func() map[string]int64, baseline time.Duration) phaseResult {
+	t.Helper()
+	hungN := hungCount(n)
+
+	// Hung checks: hungN RoutingServices bake with a check that never gets an answer.
+	bh, err := startBlackhole()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer bh.close()
+	url := "http://" + bh.ln.Addr().String() + "/health/{{shard}}"
+	hung := change(phaseHung, func(i int, r *routingv1alpha1.RoutingService) {
+		r.Spec.Template.Spec.Containers[0].Image = imageV4
+		if i < hungN {
+			r.Spec.Strategy.BakeSeconds = ptr.To(int32(hungBake))
+			r.Spec.Strategy.Checks = []routingv1alpha1.ShardCheck{hungCheck(url)}
+		}
+	}, others)
+	hung.hung, hung.baseline = hungN, baseline
+	if err := until(ctx, 5*time.Minute, "the hung RoutingServices stalled", func() (bool, string) {
+		return stalledOnCheck(ctx, b.w.cache, ns, names[:hungN])
+	}); err != nil {
+		t.Errorf("N=%d: %v", n, err)
+	} else {
+		hung.hungFailed = time.Since(hung.start)
+	}
+	hung.hungConns = bh.accepted()
+	logf("N=%d: %d of %d without a check Ready in %.1fs (%.1fs in the same-schema phase); the %d with a hung check stalled after %.1fs; %d connections to the silent server",
+		n, n-hungN, n, hung.others.Seconds(), baseline.Seconds(), hungN, hung.hungFailed.Seconds(), hung.hungConns)
+	return hung
 }
 
 // cleanup deletes a phase's namespace and waits until it is gone.
