@@ -9,6 +9,9 @@ GOLANGCI_LINT := $(BIN)/golangci-lint
 KUBECTL := $(BIN)/k8s/kubectl
 # Test timeout for the whole go test run (unit + envtest).
 TEST_TIMEOUT ?= 20m
+# How many tests that call t.Parallel run at once (go test -parallel; its default is the number
+# of CPUs). The envtest stories and the e2e kwok stories mostly wait on controllers, not CPU.
+TEST_PARALLEL ?= 6
 # How long `make fuzz` runs each fuzz target.
 FUZZTIME ?= 5m
 # `make test RUN=<regex>`, `make test-e2e RUN=<regex>`: only the tests whose names match (go test
@@ -80,7 +83,7 @@ postgres: ## Install PostgreSQL (Debian's postgresql package) when missing; test
 
 .PHONY: test
 test: manifests generate vet envtest-assets postgres ## Unit tests (the planner, controllers and measurement providers under -race) and the envtest suite against a real kube-apiserver + etcd; RUN=<regex> runs a part.
-	KUBEBUILDER_ASSETS=$(BIN)/k8s go test -timeout $(TEST_TIMEOUT) $(GO_TEST_RUN) -count=1 $$(go list ./... | grep -vxF $(foreach p,$(RACE_PKGS),-e $(p)))
+	KUBEBUILDER_ASSETS=$(BIN)/k8s go test -timeout $(TEST_TIMEOUT) -parallel $(TEST_PARALLEL) $(GO_TEST_RUN) -count=1 $$(go list ./... | grep -vxF $(foreach p,$(RACE_PKGS),-e $(p)))
 	KUBEBUILDER_ASSETS=$(BIN)/k8s go test -race -timeout $(TEST_TIMEOUT) $(GO_TEST_RUN) -count=1 $(RACE_PKGS)
 	$(if $(RUN),,go test ./pkg/rollout/ -run '^$$' -fuzz '^FuzzCompute$$' -fuzztime 10s -fuzzminimizetime 5s)
 
@@ -110,7 +113,7 @@ demo: build cluster-binaries postgres ## Watch a schema-gated three-region rollo
 test-e2e: build cluster-binaries prometheus-binary helm-binary postgres plugin ## End-to-end tests on the local cluster (real ReplicaSet, Job and scheduler controllers), the incidents replayed with real routers, PostgreSQL and traffic, a hub with three region clusters, and two releases installed, upgraded and removed; RUN=<regex> runs a part.
 	go build -o $(BIN)/edge-router ./examples/edge-router
 	go build -o $(BIN)/schemagate-schema ./cmd/schemagate-schema
-	SCHEMAGATE_BIN=$(BIN) SCHEMAGATE_REQUIRE_PROMETHEUS=1 go test -tags e2e -timeout 50m -p 1 $(GO_TEST_RUN) ./test/prometheus/ ./test/nodeagent/ ./test/e2e/ ./test/multicluster/ -count=1 -v
+	SCHEMAGATE_BIN=$(BIN) SCHEMAGATE_REQUIRE_PROMETHEUS=1 go test -tags e2e -timeout 50m -p 1 -parallel $(TEST_PARALLEL) $(GO_TEST_RUN) ./test/prometheus/ ./test/nodeagent/ ./test/e2e/ ./test/multicluster/ -count=1 -v
 
 .PHONY: fuzz
 fuzz: ## Fuzz the planner and the parsers longer: FUZZTIME=5m by default

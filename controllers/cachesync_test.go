@@ -13,6 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
+	routingv1alpha1 "github.com/schemagate/schemagate/api/v1alpha1"
 	"github.com/schemagate/schemagate/test/story"
 )
 
@@ -96,5 +97,62 @@ func TestReconcileAfterANoOpStatusWriteIsNotSkipped(t *testing.T) {
 		if got := statusWrites.Load(); got != int32(i) {
 			t.Fatalf("after %d reconciles, %d status writes: a reconcile was skipped for a write the server stored as a no-op", i, got)
 		}
+	}
+}
+
+// countingReader counts the Gets that go past the cache.
+type countingReader struct {
+	client.Reader
+	gets atomic.Int32
+}
+
+func (c *countingReader) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+	c.gets.Add(1)
+	return c.Reader.Get(ctx, key, obj, opts...)
+}
+
+// A reconcile on a cache that lacks the manager's own last status write is skipped, unless schema
+// evidence waits: then it reads the RoutingService from the API server and decides at once,
+// rather than waiting for the write's watch event.
+func TestStaleCacheReadsPastItOnlyWhileEvidenceWaits(t *testing.T) {
+	rsvc := story.Fixture("ns")
+	var statusWrites atomic.Int32
+	c := indexed(fake.NewClientBuilder().WithScheme(Scheme())).
+		WithObjects(rsvc).WithStatusSubresource(rsvc).
+		WithInterceptorFuncs(interceptor.Funcs{
+			SubResourceUpdate: func(ctx context.Context, c client.Client, sub string, obj client.Object, opts ...client.SubResourceUpdateOption) error {
+				statusWrites.Add(1)
+				return c.SubResource(sub).Update(ctx, obj, opts...)
+			},
+		}).Build()
+	api := &countingReader{Reader: c}
+	now := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
+	r := &RoutingServiceReconciler{Client: c, APIReader: api, Clock: clocktesting.NewFakePassiveClock(now)}
+	key := types.NamespacedName{Namespace: "ns", Name: "rs-a"}
+	var cached routingv1alpha1.RoutingService
+	if err := c.Get(context.Background(), key, &cached); err != nil {
+		t.Fatal(err)
+	}
+	// The cache serves the version the manager's last write replaced.
+	r.written.wrote(key, cached.ResourceVersion, "written-later", now)
+
+	res, err := r.Reconcile(context.Background(), ctrl.Request{NamespacedName: key})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if api.gets.Load() != 0 || statusWrites.Load() != 0 || res.RequeueAfter != staleCacheRecheck {
+		t.Fatalf("no evidence waits: %d reads past the cache, %d status writes, requeue after %s; want 0, 0 and the skip's %s",
+			api.gets.Load(), statusWrites.Load(), res.RequeueAfter, staleCacheRecheck)
+	}
+
+	r.gate.mark(key, now)
+	if _, err := r.Reconcile(context.Background(), ctrl.Request{NamespacedName: key}); err != nil {
+		t.Fatal(err)
+	}
+	if api.gets.Load() != 1 {
+		t.Fatalf("evidence waits: %d reads past the cache, want 1", api.gets.Load())
+	}
+	if statusWrites.Load() == 0 {
+		t.Fatal("evidence waits: the reconcile was skipped instead of deciding on the object read past the cache")
 	}
 }

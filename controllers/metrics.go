@@ -106,11 +106,12 @@ var (
 		Help: "Reconciles skipped because the manager's cache did not yet have its own last status write of the RoutingService.",
 	})
 
-	// heldCounterWrites: schemagate_status_counter_writes_held_total, status writes that would
-	// have changed only shards' pod counters and waited for CounterWritePeriod (status_counters.go).
-	heldCounterWrites = prometheus.NewCounter(prometheus.CounterOpts{
-		Name: "schemagate_status_counter_writes_held_total",
-		Help: "RoutingService status writes held back because they changed only shards' pod counters within the counter write period of the last write.",
+	// gateFreshReads: schemagate_gate_fresh_reads_total, reconciles that read the RoutingService
+	// from the API server because the cache lacked the manager's own last status write while
+	// schema evidence waited (cachesync.go).
+	gateFreshReads = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "schemagate_gate_fresh_reads_total",
+		Help: "Reconciles that read the RoutingService from the API server instead of skipping, because the cache lacked the manager's own last status write while schema evidence waited.",
 	})
 )
 
@@ -206,7 +207,7 @@ var checkResults = map[string]string{
 }
 
 func init() {
-	metrics.Registry.MustRegister(phaseDuration, rollouts, currentStep, promotedShards, shardChecks, checkMeasurements, schemaPhase, schemaPhaseClock, gateLatency, staleSkips, heldCounterWrites)
+	metrics.Registry.MustRegister(phaseDuration, rollouts, currentStep, promotedShards, shardChecks, checkMeasurements, schemaPhase, schemaPhaseClock, gateLatency, staleSkips, gateFreshReads)
 }
 
 // recordMetrics updates the metrics from a plan whose status was written.

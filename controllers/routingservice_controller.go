@@ -55,14 +55,13 @@ type RoutingServiceReconciler struct {
 	measurerOnce sync.Once
 	pending      pendingMeasurements
 	written      writtenVersions
-	counters     counterWrites
 	gate         gateMarks
 	// budgetConflicts remembers the budget names held by others, for one Event per holder;
 	// retirementsWaiting, the retired places a cluster that does not answer keeps from cleanup.
 	budgetConflicts, retirementsWaiting eventMemo
 }
 
-// +kubebuilder:rbac:groups=routing.schemagate.io,resources=routingservices,verbs=list;watch
+// +kubebuilder:rbac:groups=routing.schemagate.io,resources=routingservices,verbs=get;list;watch
 // +kubebuilder:rbac:groups=routing.schemagate.io,resources=routingservices/status,verbs=update
 // +kubebuilder:rbac:groups=routing.schemagate.io,resources=routingservices/finalizers,verbs=update
 // +kubebuilder:rbac:groups=apps,resources=replicasets,verbs=get;list;watch;create;patch;delete
@@ -97,7 +96,6 @@ func (r *RoutingServiceReconciler) reconcile(ctx context.Context, req ctrl.Reque
 			forgetMetrics(req.Namespace, req.Name)
 			r.pending.forget(req.NamespacedName)
 			r.written.forget(req.NamespacedName)
-			r.counters.forget(req.NamespacedName)
 			r.gate.forget(req.NamespacedName)
 			r.budgetConflicts.forget(req.NamespacedName)
 			r.retirementsWaiting.forget(req.NamespacedName)
@@ -117,9 +115,18 @@ func (r *RoutingServiceReconciler) reconcile(ctx context.Context, req ctrl.Reque
 		return ctrl.Result{}, err
 	}
 	if r.written.stale(req.NamespacedName, rsvc.ResourceVersion, r.Clock.Now()) {
-		// The cache has not yet seen this manager's last status write; its watch event will start
-		// the next reconcile. The requeue is only a fallback, unless the event came already.
-		return ctrl.Result{RequeueAfter: r.written.recheckAfter(req.NamespacedName)}, nil
+		// The cache has not yet seen this manager's last status write. While schema evidence
+		// waits, decide on the object as the API server has it; otherwise skip, and the write's
+		// watch event starts the next reconcile (the requeue is only a fallback, unless the
+		// event came already).
+		fresh := r.readPastStaleCache(ctx, req.NamespacedName)
+		if fresh == nil {
+			staleSkips.Inc()
+			return ctrl.Result{RequeueAfter: r.written.recheckAfter(req.NamespacedName)}, nil
+		}
+		if rsvc = fresh; !rsvc.DeletionTimestamp.IsZero() {
+			return r.finalizeSpokes(ctx, rsvc)
+		}
 	}
 
 	r.gate.deciding(req.NamespacedName, time.Now())
@@ -182,8 +189,7 @@ func (r *RoutingServiceReconciler) reconcile(ctx context.Context, req ctrl.Reque
 	if applyErr == nil {
 		r.gate.acted(req.NamespacedName, started, time.Now())
 	}
-	held, err := r.writeStatus(ctx, req.NamespacedName, rsvc, plan.Status)
-	if err != nil {
+	if err := r.writeStatus(ctx, req.NamespacedName, rsvc, plan.Status); err != nil {
 		if apierrors.IsConflict(err) {
 			// Someone (often our own previous write, not yet in the cache) changed the object:
 			// decide again on the fresh object rather than write a status computed for an old one.
@@ -205,9 +211,6 @@ func (r *RoutingServiceReconciler) reconcile(ctx context.Context, req ctrl.Reque
 		return ctrl.Result{RequeueAfter: time.Second}, nil
 	}
 	requeue := plan.RequeueAfter
-	if held > 0 {
-		requeue = minRequeue(requeue, held) // the counters held back (CounterWritePeriod)
-	}
 	if spokes != nil || observed.Clusters != nil || len(retiredClusters(rsvc)) > 0 {
 		// Secrets are not watched: a rotated one is read again within SecretRecheck.
 		requeue = minRequeue(requeue, spokeRecheck)

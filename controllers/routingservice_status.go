@@ -20,26 +20,17 @@ import (
 // A successful write is remembered (writtenVersions), so that reconciles on the cache's copy from
 // before it are skipped until the cache has it, unless the server stored nothing new (it answered
 // with the resourceVersion the write replaced).
-//
-// A status that differs only in shards' pod counters waits up to CounterWritePeriod since the last
-// write (counterWrites): held is how long, and the caller requeues after it so the counters land.
-func (r *RoutingServiceReconciler) writeStatus(ctx context.Context, key types.NamespacedName, rsvc *routingv1alpha1.RoutingService, status routingv1alpha1.RoutingServiceStatus) (held time.Duration, err error) {
+func (r *RoutingServiceReconciler) writeStatus(ctx context.Context, key types.NamespacedName, rsvc *routingv1alpha1.RoutingService, status routingv1alpha1.RoutingServiceStatus) error {
 	if equality.Semantic.DeepEqual(rsvc.Status, status) {
-		return 0, nil
-	}
-	if held := r.counters.holdFor(key, &rsvc.Status, &status, r.Clock.Now()); held > 0 {
-		heldCounterWrites.Inc()
-		return held, nil
+		return nil
 	}
 	updated := rsvc.DeepCopy()
 	updated.Status = status
 	if err := r.Status().Update(ctx, updated); err != nil {
-		return 0, err
+		return err
 	}
-	now := r.Clock.Now()
-	r.written.wrote(key, rsvc.ResourceVersion, updated.ResourceVersion, now)
-	r.counters.wrote(key, now)
-	return 0, nil
+	r.written.wrote(key, rsvc.ResourceVersion, updated.ResourceVersion, r.Clock.Now())
+	return nil
 }
 
 // staleCacheRecheck is the fallback requeue of a reconcile skipped because the cache has not yet

@@ -183,18 +183,9 @@ func buckets(v model.Vector, name string, want map[string]string) map[float64]fl
 	return out
 }
 
-// bucketDeltaMap is after − before, per upper bound.
-func bucketDeltaMap(before, after map[float64]float64) map[float64]float64 {
-	out := map[float64]float64{}
-	for le, n := range after {
-		out[le] = n - before[le]
-	}
-	return out
-}
-
 // latencySummary is a request latency histogram's p50 and p99 (s, estimated inside buckets) and
-// the share of requests slower than 100 ms (exact: 0.1 s is a bucket bound of both histograms
-// read), with the number of requests.
+// the share of requests slower than 100 ms (exact: 0.1 s is a bucket bound of
+// apiserver_request_duration_seconds), with the number of requests.
 type latencySummary struct {
 	p50, p99, over100ms, count float64
 }

@@ -204,14 +204,13 @@ type phaseResult struct {
 	// cache (schemagate_stale_cache_skips_total).
 	gateQueued, gateActed [2]float64
 	staleSkips            float64
+	// freshReads: reconciles that read past the stale cache because evidence waited
+	// (schemagate_gate_fresh_reads_total).
+	freshReads float64
 	// The floor under the gate: kube-apiserver's own latency for creating ReplicaSets (every
-	// client's; apiserver_request_duration_seconds) and the manager's writes as its client saw
-	// them (rest_client_request_duration_seconds, POST/PUT/PATCH/DELETE), over the phase: p50,
-	// p99 (s) and the share of requests over 100 ms, both from bucket bounds.
-	apiCreateRS, mgrWriteLatency latencySummary
-	// heldCounterWrites: status writes held back because only pod counters changed
-	// (schemagate_status_counter_writes_held_total).
-	heldCounterWrites float64
+	// client's; apiserver_request_duration_seconds) over the phase: p50, p99 (s) and the share
+	// of requests over 100 ms, from bucket bounds.
+	apiCreateRS latencySummary
 	// drain is how long the phase waited for a quiet kube-controller-manager before it began.
 	drain time.Duration
 	// Idle: manager writes and reconciles after the first 5 s of the window.
@@ -263,18 +262,10 @@ func (b *bench) result(n int, phase string, objects int, s0, s1 snapshot) phaseR
 		*into = [2]float64{quantile(0.5, gs), quantile(0.99, gs)}
 	}
 	r.staleSkips = delta(s0.mgr, s1.mgr, "schemagate_stale_cache_skips_total", nil, nil)
-	r.heldCounterWrites = delta(s0.mgr, s1.mgr, "schemagate_status_counter_writes_held_total", nil, nil)
+	r.freshReads = delta(s0.mgr, s1.mgr, "schemagate_gate_fresh_reads_total", nil, nil)
 	createRS := map[string]string{"verb": "POST", "resource": "replicasets", "subresource": ""}
 	r.apiCreateRS = summarize(bucketDelta(buckets(s0.api, "apiserver_request_duration_seconds", createRS),
 		buckets(s1.api, "apiserver_request_duration_seconds", createRS)))
-	mgrW := map[float64]float64{}
-	for _, verb := range []string{"POST", "PUT", "PATCH", "DELETE"} {
-		for le, n := range bucketDeltaMap(buckets(s0.mgr, "rest_client_request_duration_seconds", map[string]string{"verb": verb}),
-			buckets(s1.mgr, "rest_client_request_duration_seconds", map[string]string{"verb": verb})) {
-			mgrW[le] += n
-		}
-	}
-	r.mgrWriteLatency = summarize(bucketDelta(nil, mgrW))
 	r.cpu = delta(s0.mgr, s1.mgr, "process_cpu_seconds_total", nil, nil)
 	r.peakRSS = math.Max(sum(s0.mgr, "process_resident_memory_bytes", nil, nil), sum(s1.mgr, "process_resident_memory_bytes", nil, nil))
 	samples := b.sampler.within(s0.at, s1.at)

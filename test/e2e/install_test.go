@@ -59,6 +59,7 @@ import (
 //     are gone; the CRD (same UID), the namespace, the RoutingService and its ReplicaSet, and the
 //     chart's objects, which carry the same label but are not in the file, stay.
 func TestInstall(t *testing.T) {
+	t.Parallel() // its own control plane; nothing on the real stack
 	start := time.Now()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()

@@ -7,8 +7,10 @@
 //
 // Scheduling: a test on the real stack (PostgreSQL, routers and migrations as processes, traffic)
 // never calls t.Parallel, and its subtests run in turn, so go test runs it alone in its sequential
-// phase; only the kwok stories, which start no processes, run beside each other afterwards. Two
-// real-stack tests side by side on two cores slowed pods past their progress deadlines.
+// phase; only the kwok stories, which start no processes, and the install and release tests,
+// each on a control plane of its own, run beside each other afterwards (`make test-e2e` lets six
+// run at once: they mostly wait). Two real-stack tests side by side on two cores slowed pods past
+// their progress deadlines.
 package e2e
 
 import (

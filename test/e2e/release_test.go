@@ -58,6 +58,7 @@ import (
 // ServiceAccount's token; the image's user, file system and security settings are checked by
 // test/image, not here.
 func TestRelease(t *testing.T) {
+	t.Parallel() // its own control plane and registry; nothing on the real stack
 	start := time.Now()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
 	defer cancel()

@@ -37,7 +37,9 @@ schemagate.metricsCertDir: where the Secret metrics.certSecret is mounted, the m
 {{/*
 schemagate.namespacedRules: what the manager does in a namespace it watches. The same rules as
 config/rbac/role.yaml, which controller-gen generates from the markers beside the reconciler;
-test/install fails when this list grants less. routingservices patch adds and removes the finalizer of a RoutingService with shards in other
+test/install fails when this list grants less. routingservices get reads a RoutingService past
+the cache while schema evidence waits and the cache lacks the manager's own last status write
+(controllers/cachesync.go). routingservices patch adds and removes the finalizer of a RoutingService with shards in other
 clusters; secrets get reads the kubeconfig Secrets those shards name (one get each, never a list
 or a watch; docs/clusters.md). routingservices/finalizers update: the owner
 references the manager sets block their owner's deletion, which the
@@ -46,7 +48,7 @@ OwnerReferencesPermissionEnforcement admission plugin allows only with this verb
 {{- define "schemagate.namespacedRules" -}}
 - apiGroups: ["routing.schemagate.io"]
   resources: ["routingservices"]
-  verbs: ["list", "watch", "patch"]
+  verbs: ["get", "list", "watch", "patch"]
 - apiGroups: ["routing.schemagate.io"]
   resources: ["routingservices/status"]
   verbs: ["update"]
