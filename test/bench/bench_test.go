@@ -130,11 +130,15 @@ func run(m *testing.M) int {
 	}
 	pprofURL = fmt.Sprintf("http://127.0.0.1:%d/debug/pprof/", pprofPort)
 	managerBinary = filepath.Join(binDir, "manager")
-	manager, err = localcluster.StartProcess("manager", managerBinary, []string{
+	managerArgs := append([]string{
 		fmt.Sprintf("--pprof-bind-address=127.0.0.1:%d", pprofPort),
 		"--kubeconfig=" + cluster.Kubeconfig, "--leader-elect=false",
 		fmt.Sprintf("--metrics-bind-address=127.0.0.1:%d", metricsPort), "--metrics-secure=false", "--health-probe-bind-address=0",
-	}, filepath.Join(stateDir, "logs", "manager.log"))
+	}, strings.Fields(os.Getenv("BENCH_MANAGER_ARGS"))...)
+	if extra := os.Getenv("BENCH_MANAGER_ARGS"); extra != "" {
+		fmt.Println("manager flags added by BENCH_MANAGER_ARGS:", extra)
+	}
+	manager, err = localcluster.StartProcess("manager", managerBinary, managerArgs, filepath.Join(stateDir, "logs", "manager.log"))
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "manager:", err)
 		return 1
@@ -249,6 +253,9 @@ func benchCommand() string {
 	cmd := "BENCH_N=" + strings.Join(list, ",")
 	if p := cmp.Or(*benchPhases, os.Getenv("BENCH_PHASES")); p != "" {
 		cmd += " BENCH_PHASES=" + p
+	}
+	if a := os.Getenv("BENCH_MANAGER_ARGS"); a != "" {
+		cmd += " BENCH_MANAGER_ARGS='" + a + "'"
 	}
 	return cmd + " make bench-e2e"
 }
