@@ -76,10 +76,12 @@ type bench struct {
 	rawDir string
 }
 
-// sample is one per-second reading of the manager's resident memory (bytes).
+// sample is one per-second reading of the manager's resident memory (bytes) and of how busy the
+// machine's CPUs were over the second before it (0 to 1, from /proc/stat; NaN for the first).
 type sample struct {
-	at  time.Time
-	rss float64
+	at   time.Time
+	rss  float64
+	busy float64
 }
 
 // sampler reads the manager's resident memory every second (the peak of each phase) from
@@ -96,10 +98,18 @@ func startSampler(ctx context.Context, pid int) *sampler {
 	go func() {
 		tick := time.NewTicker(time.Second)
 		defer tick.Stop()
+		prevBusy, prevTotal, _ := cpuJiffies()
 		for {
+			busy := math.NaN()
+			if b, total, err := cpuJiffies(); err == nil {
+				if total > prevTotal && prevTotal > 0 {
+					busy = (b - prevBusy) / (total - prevTotal)
+				}
+				prevBusy, prevTotal = b, total
+			}
 			if rss, err := residentBytes(pid); err == nil {
 				s.mu.Lock()
-				s.samples = append(s.samples, sample{at: time.Now(), rss: rss})
+				s.samples = append(s.samples, sample{at: time.Now(), rss: rss, busy: busy})
 				s.mu.Unlock()
 			}
 			select {
@@ -110,6 +120,32 @@ func startSampler(ctx context.Context, pid int) *sampler {
 		}
 	}()
 	return s
+}
+
+// cpuJiffies reads the machine's CPU time from the first line of /proc/stat (Linux): busy (all
+// but idle and iowait) and total, in clock ticks summed over the CPUs.
+func cpuJiffies() (busy, total float64, err error) {
+	b, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return 0, 0, err
+	}
+	line, _, _ := strings.Cut(string(b), "\n")
+	f := strings.Fields(line)
+	if len(f) < 6 || f[0] != "cpu" {
+		return 0, 0, fmt.Errorf("/proc/stat: unexpected first line %q", line)
+	}
+	var idle float64
+	for i, v := range f[1:] {
+		n, err := strconv.ParseFloat(v, 64)
+		if err != nil {
+			return 0, 0, err
+		}
+		total += n
+		if i == 3 || i == 4 { // idle, iowait
+			idle += n
+		}
+	}
+	return total - idle, total, nil
 }
 
 // residentBytes reads VmRSS of process pid from /proc (Linux), in bytes.
@@ -147,11 +183,59 @@ type snapshot struct {
 	kcm model.Vector
 	api model.Vector
 	w   counts
+	// cpu: CPU-seconds each process on the machine that the bench knows has used so far (the
+	// cluster's components, the manager, the bench itself), from /proc/<pid>/stat.
+	cpu map[string]float64
+}
+
+// cpuProcesses are the processes whose CPU time a snapshot reads, in the order the report
+// prints them.
+var cpuProcesses = []string{"etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok", "manager", "bench"}
+
+// processCPU reads every process in cpuProcesses' CPU-seconds so far (user + system).
+func processCPU() map[string]float64 {
+	pids := cluster.PIDs()
+	pids["manager"], pids["bench"] = manager.PID(), os.Getpid()
+	out := map[string]float64{}
+	for _, name := range cpuProcesses {
+		if secs, err := cpuSeconds(pids[name]); err == nil {
+			out[name] = secs
+		}
+	}
+	return out
+}
+
+// cpuSeconds reads process pid's user and system time from /proc/<pid>/stat (Linux), in seconds,
+// at the kernel's USER_HZ of 100 ticks per second (what Linux reports on every architecture Go
+// builds this for).
+func cpuSeconds(pid int) (float64, error) {
+	if pid <= 0 {
+		return 0, fmt.Errorf("no process")
+	}
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0, err
+	}
+	// The command name, field 2, is in parentheses and may hold spaces: count fields after it.
+	i := strings.LastIndexByte(string(b), ')')
+	if i < 0 {
+		return 0, fmt.Errorf("/proc/%d/stat: no command name", pid)
+	}
+	f := strings.Fields(string(b[i+1:]))
+	if len(f) < 13 {
+		return 0, fmt.Errorf("/proc/%d/stat: %d fields after the name", pid, len(f))
+	}
+	utime, err1 := strconv.ParseFloat(f[11], 64) // field 14
+	stime, err2 := strconv.ParseFloat(f[12], 64) // field 15
+	if err1 != nil || err2 != nil {
+		return 0, fmt.Errorf("/proc/%d/stat: utime %q, stime %q", pid, f[11], f[12])
+	}
+	return (utime + stime) / 100, nil
 }
 
 func (b *bench) snap(ctx context.Context, t *testing.T) snapshot {
 	t.Helper()
-	s := snapshot{at: time.Now(), w: b.w.snapshot()}
+	s := snapshot{at: time.Now(), w: b.w.snapshot(), cpu: processCPU()}
 	var err error
 	if s.mgr, err = mgrMetrics.scrape(ctx); err != nil {
 		t.Fatalf("the manager's metrics: %v", err)
@@ -211,6 +295,11 @@ type phaseResult struct {
 	// client's; apiserver_request_duration_seconds) over the phase: p50, p99 (s) and the share
 	// of requests over 100 ms, from bucket bounds.
 	apiCreateRS latencySummary
+	// The machine's CPUs over the phase (every process on it, from /proc/stat each second): the
+	// mean busy share, and the share of seconds at least 95 % busy.
+	cpuBusy, cpuSaturated float64
+	// procCPU: CPU-seconds each process used over the phase (cpuProcesses).
+	procCPU map[string]float64
 	// drain is how long the phase waited for a quiet kube-controller-manager before it began.
 	drain time.Duration
 	// Idle: manager writes and reconciles after the first 5 s of the window.
@@ -268,9 +357,26 @@ func (b *bench) result(n int, phase string, objects int, s0, s1 snapshot) phaseR
 		buckets(s1.api, "apiserver_request_duration_seconds", createRS)))
 	r.cpu = delta(s0.mgr, s1.mgr, "process_cpu_seconds_total", nil, nil)
 	r.peakRSS = math.Max(sum(s0.mgr, "process_resident_memory_bytes", nil, nil), sum(s1.mgr, "process_resident_memory_bytes", nil, nil))
+	r.procCPU = map[string]float64{}
+	for name, v := range s1.cpu {
+		if v0, ok := s0.cpu[name]; ok {
+			r.procCPU[name] = v - v0
+		}
+	}
 	samples := b.sampler.within(s0.at, s1.at)
+	var busySeconds, saturated float64
 	for _, x := range samples {
 		r.peakRSS = math.Max(r.peakRSS, x.rss)
+		if !math.IsNaN(x.busy) {
+			busySeconds++
+			r.cpuBusy += x.busy
+			if x.busy >= 0.95 {
+				saturated++
+			}
+		}
+	}
+	if busySeconds > 0 {
+		r.cpuBusy, r.cpuSaturated = r.cpuBusy/busySeconds, saturated/busySeconds
 	}
 	if s0.kcm != nil && s1.kcm != nil {
 		r.kcmOK = true

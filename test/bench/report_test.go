@@ -96,7 +96,7 @@ func render(results []phaseResult, meta reportMeta) string {
 		b.WriteString("\n" + line + "\n")
 	}
 
-	b.WriteString("\nGate latency (schema phase): from the bench seeing the evidence of the migration (its pod's migration container terminated with exit code 0, or the Job Complete, whichever it saw first) to it seeing the first ReplicaSet of the new revision, per RoutingService. Inside the manager (schemagate_gate_latency_seconds over the phase, quantiles from its buckets): from receiving the evidence to a reconcile deciding with it (queued) and to that reconcile's writes applied (acted); and the reconciles of the phase skipped because the cache lacked the manager's own status write, or, while evidence waited, that read the RoutingService from the API server instead (fresh reads). Beside them, what no manager can go below: kube-apiserver's own time to create a ReplicaSet (apiserver_request_duration_seconds, every client's creates over the phase); each gate includes one such create.\n\n")
+	b.WriteString("\nGate latency (schema phase): from the bench seeing the evidence of the migration (its pod's migration container terminated with exit code 0, or the Job Complete, whichever it saw first) to it seeing the first ReplicaSet of the new revision, per RoutingService. Inside the manager (schemagate_gate_latency_seconds over the phase, quantiles from its buckets): from receiving the evidence to a reconcile deciding with it (queued) and to that reconcile's writes applied (acted); and the reconciles of the phase skipped because the cache lacked the manager's own status write, or, while evidence waited, that read the RoutingService from the API server instead (fresh reads). Beside them, what no manager can go below: kube-apiserver's own time to create a ReplicaSet (apiserver_request_duration_seconds, every client's creates over the phase), each gate including one such create. How busy the machine was: the CPU table below.\n\n")
 	b.WriteString("| N | p50 | p99 | max | RoutingServices measured | manager: queued p50 / p99 | manager: acted p50 / p99 | stale-cache skips | fresh reads | kube-apiserver: create ReplicaSet p50 / p99 |\n|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, r := range results {
 		if r.phase != phaseSchema {
@@ -171,6 +171,20 @@ func render(results []phaseResult, meta reportMeta) string {
 		}
 		other := r.mgrWrites - r.mgrFailed - float64(known)
 		fmt.Fprintf(&b, "| %d | %s | %s | %.0f | %s |\n", r.n, r.phase, strings.Join(cells, " | "), other, byResult(r.reconciles))
+	}
+
+	b.WriteString("\nThe machine's CPU by process (CPU-seconds over the phase, from /proc/<pid>/stat; the machine's mean busy share and the share of its seconds at least 95 % busy, from /proc/stat each second):\n\n")
+	b.WriteString("| N | phase | wall | " + strings.Join(cpuProcesses, " | ") + " | machine busy (mean / seconds ≥ 95 %) |\n|---|---|---|" + strings.Repeat("---|", len(cpuProcesses)+1) + "\n")
+	for _, r := range results {
+		cells := []string{}
+		for _, name := range cpuProcesses {
+			if v, ok := r.procCPU[name]; ok {
+				cells = append(cells, fmt.Sprintf("%.1f s", v))
+			} else {
+				cells = append(cells, "—")
+			}
+		}
+		fmt.Fprintf(&b, "| %d | %s | %s | %s | %.0f %% / %.0f %% |\n", r.n, r.phase, secs(r.wall), strings.Join(cells, " | "), 100*r.cpuBusy, 100*r.cpuSaturated)
 	}
 
 	b.WriteString("\nWhere the time goes: kube-controller-manager's work queues (mean time an item waited in the queue / mean sync; a sync includes its client's rate-limiter waits), and every 409 Conflict kube-apiserver answered:\n\n")
