@@ -281,6 +281,7 @@ type phaseResult struct {
 	// ReplicaSet of the new revision seen, over the RoutingServices; gateMissing lists those
 	// without both.
 	gate        []time.Duration
+	gateAt      []time.Time // when the bench saw each gate's evidence, in gate's order
 	gateMissing []string
 	// The same inside the manager (schemagate_gate_latency_seconds, over the phase): p50 and p99
 	// of the hops from receiving the evidence to a reconcile deciding with it (queued) and to
@@ -670,7 +671,7 @@ func (b *bench) routingServices(ctx context.Context, t *testing.T, n int, last b
 	if runs(t, "schema") {
 		toV2 := story.ToV2(imageV3, migrationV2)
 		schema := change(phaseSchema, func(_ int, r *routingv1alpha1.RoutingService) { toV2(r) }, all)
-		schema.gate, schema.gateMissing = b.w.gateLatencies(ns, names, schemaBumped, imageV3)
+		schema.gate, schema.gateAt, schema.gateMissing = b.w.gateLatencies(ns, names, schemaBumped, imageV3)
 		out = append(out, schema)
 	}
 	if runs(t, "hung") {

@@ -114,6 +114,11 @@ func render(results []phaseResult, meta reportMeta) string {
 			millis(r.gateQueued[0]), millis(r.gateQueued[1]), millis(r.gateActed[0]), millis(r.gateActed[1]), r.staleSkips, r.freshReads,
 			r.apiCreateRS)
 	}
+	for _, r := range results {
+		if r.phase == phaseSchema && len(r.gate) > 0 {
+			b.WriteString("\n" + gateBursts(r) + "\n")
+		}
+	}
 
 	b.WriteString("\nHung checks: in the v3 → v4 rollout, the first RoutingServices (\"hung\") bake 60 s with an http check against a loopback server that accepts connections and never answers (timeout 20 s, 2 errors in a row fail it). The others have no check; their time is compared with the time the same RoutingServices took in the same-schema phase, where none had a check (target ≤ 1.05×).\n\n")
 	b.WriteString("| N | hung | others Ready after | same RoutingServices, same-schema phase | × | hung ones stalled with ShardCheckFailed after | connections to the silent server |\n|---|---|---|---|---|---|---|\n")
@@ -340,4 +345,36 @@ func targets(results []phaseResult) []string {
 		}
 	}
 	return missed
+}
+
+// gateBursts says how the gates' evidence bunched up: the most evidence the bench saw in any one
+// second, and for the three slowest gates, how many other gates' evidence it had seen in the
+// second before theirs (gates that could be ahead of them in the manager's queue).
+func gateBursts(r phaseResult) string {
+	busiest := 0
+	for _, t0 := range r.gateAt {
+		n := 0
+		for _, t := range r.gateAt {
+			if !t.Before(t0) && t.Sub(t0) < time.Second {
+				n++
+			}
+		}
+		busiest = max(busiest, n)
+	}
+	order := make([]int, len(r.gate))
+	for i := range order {
+		order[i] = i
+	}
+	sort.Slice(order, func(a, b int) bool { return r.gate[order[a]] > r.gate[order[b]] })
+	var slow []string
+	for _, i := range order[:min(3, len(order))] {
+		ahead := 0
+		for j, t := range r.gateAt {
+			if d := r.gateAt[i].Sub(t); j != i && d >= 0 && d < time.Second {
+				ahead++
+			}
+		}
+		slow = append(slow, fmt.Sprintf("%s (%d others' evidence in the second before)", ms(r.gate[i]), ahead))
+	}
+	return fmt.Sprintf("Gate evidence at N=%d: at most %d RoutingServices' evidence seen within one second; the slowest gates: %s.", r.n, busiest, strings.Join(slow, ", "))
 }

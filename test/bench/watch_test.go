@@ -361,11 +361,11 @@ func (w *watcher) podsPerSecond(from, to time.Time) []int {
 	return out
 }
 
-// gateLatencies is, per RoutingService of names in ns, the time from the evidence that its
+// gateLatencies is, per RoutingService of names in ns (with at, when its evidence was seen), the time from the evidence that its
 // migration Job for schema succeeded (the earlier of a pod of it seen with the migration
 // container terminated with exit code 0, and the Job seen Complete) to the first ReplicaSet of
 // image seen; missing names are returned apart.
-func (w *watcher) gateLatencies(ns string, names []string, schema, image string) (lat []time.Duration, missing []string) {
+func (w *watcher) gateLatencies(ns string, names []string, schema, image string) (lat []time.Duration, at []time.Time, missing []string) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	evidence := map[string]time.Time{}
@@ -387,6 +387,7 @@ func (w *watcher) gateLatencies(ns string, names []string, schema, image string)
 			continue
 		}
 		lat = append(lat, rs.Sub(done))
+		at = append(at, done)
 	}
-	return lat, missing
+	return lat, at, missing
 }
