@@ -160,10 +160,7 @@ func (r *RoutingServiceReconciler) readPastStaleCache(ctx context.Context, key t
 	if _, waiting := r.gate.pending(key); !waiting {
 		return nil
 	}
-	reader := r.APIReader
-	if reader == nil {
-		reader = r.Client
-	}
+	reader := r.apiReader()
 	fresh := &routingv1alpha1.RoutingService{}
 	if err := reader.Get(ctx, key, fresh); err != nil {
 		return nil

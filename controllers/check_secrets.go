@@ -17,10 +17,7 @@ import (
 // `get` on secrets reads the credentials of a shard's cluster. The error messages name the
 // Secret and say what to do, never its data.
 func (r *RoutingServiceReconciler) checkSecrets(namespace string) measure.Secrets {
-	reader := r.APIReader
-	if reader == nil {
-		reader = r.Client
-	}
+	reader := r.apiReader()
 	return func(ctx context.Context, name string) (map[string][]byte, error) {
 		var sec corev1.Secret
 		err := reader.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, &sec)

@@ -143,10 +143,7 @@ func (r *RoutingServiceReconciler) syncDisruptionBudget(ctx context.Context, rsv
 		}
 		// The cache is behind, or the name is held by an object without schemagate's labels
 		// (which the label-filtered cache never shows): read past the cache to tell which.
-		reader := r.APIReader
-		if reader == nil {
-			reader = r.Client
-		}
+		reader := r.apiReader()
 		held := &policyv1.PodDisruptionBudget{}
 		if getErr := reader.Get(ctx, client.ObjectKeyFromObject(want), held); getErr != nil || metav1.IsControlledBy(held, rsvc) {
 			return nil, "", wrapBudgetErr("creating", want.Name, err)

@@ -213,10 +213,7 @@ func (r *RoutingServiceReconciler) conflictOf(ctx context.Context, rsvc *routing
 	default:
 		return rollout.Conflict{}, false
 	}
-	reader := r.APIReader
-	if reader == nil {
-		reader = r.Client
-	}
+	reader := r.apiReader()
 	if getErr := reader.Get(ctx, client.ObjectKey{Namespace: rsvc.Namespace, Name: obj.GetName()}, obj); getErr != nil {
 		return rollout.Conflict{}, false
 	}

@@ -218,6 +218,14 @@ func (r *RoutingServiceReconciler) reconcile(ctx context.Context, req ctrl.Reque
 	return ctrl.Result{RequeueAfter: requeue}, nil
 }
 
+// apiReader reads past the cache: APIReader, or Client when none is set (unit tests).
+func (r *RoutingServiceReconciler) apiReader() client.Reader {
+	if r.APIReader != nil {
+		return r.APIReader
+	}
+	return r.Client
+}
+
 func (r *RoutingServiceReconciler) measurer() *measure.Taker {
 	r.measurerOnce.Do(func() {
 		if r.Measurer == nil {
