@@ -150,19 +150,18 @@ func (r *RoutingServiceReconciler) cacheCaughtUp() handler.Funcs {
 // evidence waits to be acted on (gateMarks); nil otherwise, or if the read fails, and the
 // reconcile is skipped as before.
 //
-// Why: in `make bench-e2e` at N=200 (2026-12-05), the gate's tail was in its "queued" hop
-// (evidence received → a reconcile deciding, p99 909 ms) while kube-apiserver created
-// ReplicaSets in 4 ms p50 and 90 ms p99: the evidence waited behind skips for the watch event of
-// the manager's previous status write. One GET, a few milliseconds, decides on the status as it
-// is stored instead. The skip's record stays, so the reconcile that the watch event wakes
+// Why: a skip makes the evidence wait for the watch event of the manager's previous status
+// write; one GET, a few milliseconds, decides on the status as it is stored instead. In `make
+// bench-e2e` at N=200 (2026-12-05) this happened 6–48 times per schema phase: it removes that
+// wait, but the gate's p99 tail (0.7–1.1 s) is elsewhere, in gates queued behind one another
+// (docs/bench.md). The skip's record stays, so the reconcile that the watch event wakes
 // (cacheCaughtUp) runs once more, on the cache, and finds nothing left to do.
 func (r *RoutingServiceReconciler) readPastStaleCache(ctx context.Context, key types.NamespacedName) *routingv1alpha1.RoutingService {
 	if _, waiting := r.gate.pending(key); !waiting {
 		return nil
 	}
-	reader := r.apiReader()
 	fresh := &routingv1alpha1.RoutingService{}
-	if err := reader.Get(ctx, key, fresh); err != nil {
+	if err := r.apiReader().Get(ctx, key, fresh); err != nil {
 		return nil
 	}
 	gateFreshReads.Inc()
