@@ -299,6 +299,8 @@ type phaseResult struct {
 	// The machine's CPUs over the phase (every process on it, from /proc/stat each second): the
 	// mean busy share, and the share of seconds at least 95 % busy.
 	cpuBusy, cpuSaturated float64
+	// samples: the per-second readings over the phase (the gates' busy share, gateBursts).
+	samples []sample
 	// procCPU: CPU-seconds each process used over the phase (cpuProcesses).
 	procCPU map[string]float64
 	// drain is how long the phase waited for a quiet kube-controller-manager before it began.
@@ -365,6 +367,7 @@ func (b *bench) result(n int, phase string, objects int, s0, s1 snapshot) phaseR
 		}
 	}
 	samples := b.sampler.within(s0.at, s1.at)
+	r.samples = samples
 	var busySeconds, saturated float64
 	for _, x := range samples {
 		r.peakRSS = math.Max(r.peakRSS, x.rss)

@@ -348,8 +348,10 @@ func targets(results []phaseResult) []string {
 }
 
 // gateBursts says how the gates' evidence bunched up: the most evidence the bench saw in any one
-// second, and for the three slowest gates, how many other gates' evidence it had seen in the
-// second before theirs (gates that could be ahead of them in the manager's queue).
+// second; for the three slowest gates, how many other gates' evidence it had seen in the second
+// before theirs (gates that could be ahead of them in the manager's queue) and how busy the
+// machine was while each waited; and the same busy share over the fastest half of the gates and
+// over their slowest tenth, to say whether the tail waited on a saturated machine.
 func gateBursts(r phaseResult) string {
 	busiest := 0
 	for _, t0 := range r.gateAt {
@@ -374,7 +376,41 @@ func gateBursts(r phaseResult) string {
 				ahead++
 			}
 		}
-		slow = append(slow, fmt.Sprintf("%s (%d others' evidence in the second before)", ms(r.gate[i]), ahead))
+		slow = append(slow, fmt.Sprintf("%s (%d others' evidence in the second before; machine %s busy while it waited)",
+			ms(r.gate[i]), ahead, pct(gateBusy(r, order[i:i+1]))))
 	}
-	return fmt.Sprintf("Gate evidence at N=%d: at most %d RoutingServices' evidence seen within one second; the slowest gates: %s.", r.n, busiest, strings.Join(slow, ", "))
+	line := fmt.Sprintf("Gate evidence at N=%d: at most %d RoutingServices' evidence seen within one second; the slowest gates: %s.", r.n, busiest, strings.Join(slow, ", "))
+	if n := len(order); n >= 10 {
+		line += fmt.Sprintf(" The machine was %s busy while the slowest tenth of the gates waited, and %s while the fastest half did.",
+			pct(gateBusy(r, order[:n/10])), pct(gateBusy(r, order[n/2:])))
+	}
+	return line
+}
+
+// gateBusy is the machine's mean busy share over the seconds the gates idx waited: each
+// per-second sample taken from a gate's evidence to one second after its ReplicaSet was seen
+// (a sample covers the second before it), pooled over the gates. NaN without samples.
+func gateBusy(r phaseResult, idx []int) float64 {
+	var sum, n float64
+	for _, i := range idx {
+		from, to := r.gateAt[i], r.gateAt[i].Add(r.gate[i]+time.Second)
+		for _, x := range r.samples {
+			if !x.at.Before(from) && !x.at.After(to) && !math.IsNaN(x.busy) {
+				sum += x.busy
+				n++
+			}
+		}
+	}
+	if n == 0 {
+		return math.NaN()
+	}
+	return sum / n
+}
+
+// pct formats a share (0 to 1) as a whole percentage; "n/a" for NaN.
+func pct(x float64) string {
+	if math.IsNaN(x) {
+		return "n/a"
+	}
+	return fmt.Sprintf("%.0f %%", 100*x)
 }
