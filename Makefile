@@ -95,6 +95,10 @@ cluster-binaries: ## Build the local cluster's binaries from source (cached unde
 helm-binary: ## Build the helm CLI TestRelease runs from source (cached under bin/k8s).
 	hack/build-binaries.sh helm
 
+.PHONY: flux-binaries
+flux-binaries: ## Build Flux's source-controller and kustomize-controller, which the GitOps stories run, from source (cached under bin/k8s, with their CRDs).
+	hack/build-binaries.sh source-controller kustomize-controller
+
 .PHONY: prometheus-binary
 prometheus-binary: ## Build the Prometheus server test/prometheus runs from source (cached under bin/k8s).
 	hack/build-binaries.sh prometheus
@@ -110,7 +114,7 @@ demo: build cluster-binaries postgres ## Watch a schema-gated three-region rollo
 	exec $(BIN)/demo --router=$(BIN)/edge-router
 
 .PHONY: test-e2e
-test-e2e: build cluster-binaries prometheus-binary helm-binary postgres plugin ## End-to-end tests on the local cluster (real ReplicaSet, Job and scheduler controllers), the incidents replayed with real routers, PostgreSQL and traffic, a hub with three region clusters, and two releases installed, upgraded and removed; RUN=<regex> runs a part.
+test-e2e: build cluster-binaries prometheus-binary helm-binary flux-binaries postgres plugin ## End-to-end tests on the local cluster (real ReplicaSet, Job and scheduler controllers), the incidents replayed with real routers, PostgreSQL and traffic, a hub with three region clusters, Flux syncing RoutingServices from a Git repository, and two releases installed, upgraded and removed; RUN=<regex> runs a part.
 	go build -o $(BIN)/edge-router ./examples/edge-router
 	go build -o $(BIN)/schemagate-schema ./cmd/schemagate-schema
 	SCHEMAGATE_BIN=$(BIN) SCHEMAGATE_REQUIRE_PROMETHEUS=1 go test -tags e2e -timeout 50m -p 1 -parallel $(TEST_PARALLEL) $(GO_TEST_RUN) ./test/prometheus/ ./test/nodeagent/ ./test/e2e/ ./test/multicluster/ -count=1 -v

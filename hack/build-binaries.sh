@@ -5,7 +5,11 @@
 #
 # Usage: hack/build-binaries.sh [etcd] [kube-apiserver] [kubectl] [kube-controller-manager]
 #                               [kube-scheduler] [kwok] [prometheus] [helm]
+#                               [source-controller] [kustomize-controller]
 #        (no arguments: etcd kube-apiserver kubectl, the set envtest needs)
+#
+# Flux's source-controller and kustomize-controller (the GitOps stories) are built from hack/flux;
+# each gets its CRDs beside it as <name>.crds.yaml, copied from the module it is built from.
 #
 # Each binary gets a stamp recording what it was built from (the helper module's go.sum and the Go
 # version); a binary whose stamp matches is not built again. A second cache outside the checkout
@@ -39,6 +43,9 @@ prometheus_release=3.16.0
 # instead of 4 min 47 s and 3.3 GB). Without builtinassets the web UI's assets are not embedded
 # either: tests use the API.
 prometheus_tags=remove_all_sd,enable_kubernetes_sd
+# Must match the requires of hack/flux/go.mod (v1.10.x cannot be built from the module proxy: it
+# answers 403 for fluxcd/pkg versions those need).
+flux_version=v1.9.0
 goversion=$(go env GOVERSION)
 
 names=("$@")
@@ -59,8 +66,16 @@ stamp_of() {
     etcd) echo "etcd $etcd_version $goversion $(sha256sum "$root/hack/etcd/go.sum" | cut -c1-16)" ;;
     kwok) echo "kwok $kwok_version $goversion" ;;
     helm) echo "helm $helm_version $goversion" ;;
+    source-controller|kustomize-controller) echo "$1 $flux_version $goversion $(sha256sum "$root/hack/flux/go.sum" | cut -c1-16)" ;;
     prometheus) echo "prometheus $prometheus_version $goversion $(sha256sum "$root/hack/prometheus/go.sum" | cut -c1-16) $prometheus_tags" ;;
     *) echo "$1 $k8s_version $goversion $(sha256sum "$k8s_module/go.sum" | cut -c1-16)" ;;
+  esac
+}
+
+# extras_of names the files built beside a binary (in the same folder), cached with it.
+extras_of() {
+  case "$1" in
+    source-controller|kustomize-controller) echo "$1.crds.yaml" ;;
   esac
 }
 
@@ -76,6 +91,11 @@ build() {
     prometheus) (cd "$root/hack/prometheus" && go build -trimpath -tags "$prometheus_tags" \
                    -ldflags "-s -w -X github.com/prometheus/common/version.Version=$prometheus_release" \
                    -o "$dest" github.com/prometheus/prometheus/cmd/prometheus) ;;
+    source-controller|kustomize-controller)
+      (cd "$root/hack/flux" && go build -trimpath -ldflags "-s -w" -o "$dest" "github.com/fluxcd/$name")
+      local src
+      src=$(cd "$root/hack/flux" && go list -m -f '{{.Dir}}' "github.com/fluxcd/$name")
+      for f in "$src"/config/crd/bases/*.yaml; do echo "---"; cat "$f"; done > "$dest.crds.yaml" ;;
     kube-apiserver|kube-controller-manager|kube-scheduler|kubectl)
       (cd "$k8s_module" && go build -trimpath -ldflags "$(k8s_ldflags)" -o "$dest" "k8s.io/kubernetes/cmd/$name") ;;
     *) echo "unknown binary: $name" >&2; exit 2 ;;
@@ -91,6 +111,7 @@ for name in "${names[@]}"; do
     continue
   fi
   if [ -x "$cache/$name" ] && [ "$(cat "$cache/.$name.stamp" 2>/dev/null)" = "$want" ]; then
+    for x in $(extras_of "$name"); do cp "$cache/$x" "$out/$x"; done
     cp "$cache/$name" "$out/$name.tmp" && mv "$out/$name.tmp" "$out/$name"
     echo "$want" > "$out/.$name.stamp"
     echo "reused $name from $cache" >&2
@@ -100,8 +121,10 @@ for name in "${names[@]}"; do
   note=""
   [ "$name" = kube-apiserver ] && note="; a cold build takes ~8-10 minutes and ~3 GB of memory"
   [ "$name" = prometheus ] && note="; a cold build takes ~2.5 minutes and ~1.3 GB of memory"
+  [ "${name%-controller}" != "$name" ] && note="; a cold build takes several minutes"
   echo "building $name ($want)$note" >&2
   build "$name" "$out/$name.tmp"
+  for x in $(extras_of "$name"); do mv "$out/${x/$name/$name.tmp}" "$out/$x"; cp "$out/$x" "$cache/$x"; done
   mv "$out/$name.tmp" "$out/$name"
   echo "$want" > "$out/.$name.stamp"
   cp "$out/$name" "$cache/$name.tmp" && mv "$cache/$name.tmp" "$cache/$name" && echo "$want" > "$cache/.$name.stamp"

@@ -39,6 +39,8 @@ var (
 	checker *invariants.Checker
 	binDir  string
 	rootDir string
+	// stateDir holds the suite's logs and the cluster's state.
+	stateDir string
 	// manager is the manager process; metricsURL its metrics endpoint on loopback.
 	manager    *localcluster.Process
 	metricsURL string
@@ -60,6 +62,7 @@ func run(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
+	stateDir = state
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 
@@ -103,6 +106,12 @@ func run(m *testing.M) int {
 	fmt.Printf("cluster and manager up in %.1fs\n", time.Since(start).Seconds())
 
 	code := m.Run()
+	if fluxProcs != nil {
+		fluxProcs.Stop()
+	}
+	if gitSrv != nil {
+		gitSrv.Stop()
+	}
 	if agent != nil {
 		agent.Stop()
 	}

@@ -17,7 +17,9 @@ type Process struct {
 	Path string
 	Args []string
 	// Log is the file that receives its stdout and stderr.
-	Log  string
+	Log string
+	// Env is added to this process's environment (NAME=value), after the parent's.
+	Env  []string
 	cmd  *exec.Cmd
 	done chan struct{}
 }
@@ -35,6 +37,9 @@ func (p *Process) Start() error {
 		return err
 	}
 	cmd := exec.Command(p.Path, p.Args...)
+	if len(p.Env) > 0 {
+		cmd.Env = append(os.Environ(), p.Env...)
+	}
 	cmd.Stdout, cmd.Stderr = f, f
 	// Own process group, and killed with its parent, so that nothing outlives the cluster even
 	// if the program that started it is killed.

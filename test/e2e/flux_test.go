@@ -1,0 +1,506 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
+
+	routingv1alpha1 "github.com/schemagate/schemagate/api/v1alpha1"
+	"github.com/schemagate/schemagate/test/flux"
+	"github.com/schemagate/schemagate/test/gitserver"
+	"github.com/schemagate/schemagate/test/story"
+)
+
+// The GitOps stories: Flux's source-controller and kustomize-controller (built from source) sync
+// RoutingServices from a Git repository served on loopback, and every change is a commit.
+
+var (
+	fluxOnce sync.Once
+	fluxErr  error
+	gitSrv   *gitserver.Server
+
+	kustomizationGVK = schema.GroupVersionKind{Group: "kustomize.toolkit.fluxcd.io", Version: "v1", Kind: "Kustomization"}
+)
+
+// fluxNamespace holds the GitRepositories and Kustomizations, as in a Flux installation.
+const fluxNamespace = "flux-system"
+
+// startFlux starts, once per suite, the Git server and the Flux controllers.
+func startFlux(t *testing.T) {
+	t.Helper()
+	fluxOnce.Do(func() {
+		ctx := context.Background()
+		if gitSrv, fluxErr = gitserver.Start(ctx); fluxErr != nil {
+			return
+		}
+		ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: fluxNamespace}}
+		if fluxErr = k8s.Create(ctx, ns); apierrors.IsAlreadyExists(fluxErr) {
+			fluxErr = nil
+		}
+		if fluxErr != nil {
+			return
+		}
+		fluxProcs, fluxErr = flux.Start(ctx, flux.Options{
+			BinDir: filepath.Join(binDir, "k8s"), Kubeconfig: cluster.Kubeconfig,
+			Kubectl: filepath.Join(binDir, "k8s", "kubectl"), StateDir: filepath.Join(stateDir, "logs"),
+		})
+	})
+	if fluxErr != nil {
+		t.Fatalf("Flux: %v", fluxErr)
+	}
+}
+
+var fluxProcs *flux.Flux
+
+// fluxSync creates, in flux-system, the GitRepository and the Kustomization of
+// config/samples/flux named name, pointed at repo's root. The test changes only what a loopback
+// repository needs: the names, the URL, the path, the GitRepository's interval (2 s instead of
+// 1 m: no webhook here) and the Kustomization's timeout (5 m; the sample's 30 m is for
+// production rollouts).
+func fluxSync(t *testing.T, name string, repo *gitserver.Repo) {
+	t.Helper()
+	ctx := context.Background()
+	src := sampleObject(t, "gitrepository.yaml")
+	src.SetName(name)
+	must(t, unstructured.SetNestedField(src.Object, repo.URL, "spec", "url"))
+	must(t, unstructured.SetNestedField(src.Object, "2s", "spec", "interval"))
+	ks := sampleObject(t, "kustomization.yaml")
+	ks.SetName(name)
+	must(t, unstructured.SetNestedField(ks.Object, name, "spec", "sourceRef", "name"))
+	must(t, unstructured.SetNestedField(ks.Object, "./", "spec", "path"))
+	must(t, unstructured.SetNestedField(ks.Object, "5m", "spec", "timeout"))
+	for _, o := range []*unstructured.Unstructured{src, ks} {
+		if err := k8s.Create(ctx, o); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Cleanup(func() {
+		// Delete the Kustomization first, with its prune off, so the namespace's own cleanup
+		// stops the routers as for every other real-stack story.
+		_ = k8s.Delete(context.Background(), ks)
+		_ = k8s.Delete(context.Background(), src)
+	})
+}
+
+// sampleObject reads config/samples/flux/<file>.
+func sampleObject(t *testing.T, file string) *unstructured.Unstructured {
+	t.Helper()
+	raw, err := os.ReadFile(filepath.Join(rootDir, "config", "samples", "flux", file))
+	if err != nil {
+		t.Fatal(err)
+	}
+	u := &unstructured.Unstructured{}
+	if err := yaml.Unmarshal(raw, &u.Object); err != nil {
+		t.Fatalf("%s: %v", file, err)
+	}
+	return u
+}
+
+func must(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// manifest is rsvc as a person would commit it: apiVersion and kind, no status, no server fields.
+func manifest(t *testing.T, rsvc *routingv1alpha1.RoutingService) []byte {
+	t.Helper()
+	obj, err := runtime.DefaultUnstructuredConverter.ToUnstructured(rsvc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	delete(obj, "status")
+	unstructured.RemoveNestedField(obj, "metadata", "creationTimestamp")
+	obj["apiVersion"], obj["kind"] = routingv1alpha1.GroupVersion.String(), "RoutingService"
+	b, err := yaml.Marshal(obj)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// repoFiles is the repository's tree: a kustomization.yaml listing the RoutingServices given.
+func repoFiles(t *testing.T, rsvcs ...*routingv1alpha1.RoutingService) map[string][]byte {
+	files := map[string][]byte{}
+	var names []string
+	for _, r := range rsvcs {
+		n := r.Name + ".yaml"
+		files[n] = manifest(t, r)
+		names = append(names, n)
+	}
+	files["kustomization.yaml"] = []byte("apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources: [" + strings.Join(names, ", ") + "]\n")
+	return files
+}
+
+// databaseFromSecret makes every container of rsvc read DATABASE_URL from the Secret secret (key
+// url) instead of a literal: a repository holds the reference, never the credentials.
+func databaseFromSecret(rsvc *routingv1alpha1.RoutingService, secret string) {
+	ref := &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: secret}, Key: "url"}}
+	templates := []*corev1.PodSpec{&rsvc.Spec.Template.Spec, &rsvc.Spec.Schema.Migration.Template.Spec}
+	if rsvc.Spec.Schema.Check != nil {
+		templates = append(templates, &rsvc.Spec.Schema.Check.Template.Spec)
+	}
+	for _, spec := range templates {
+		for i := range spec.Containers {
+			for j, e := range spec.Containers[i].Env {
+				if e.Name == "DATABASE_URL" {
+					spec.Containers[i].Env[j] = corev1.EnvVar{Name: e.Name, ValueFrom: ref}
+				}
+			}
+		}
+	}
+}
+
+// ksState is what a person reads off a Kustomization: its Ready condition and the revision it
+// last applied.
+type ksState struct {
+	ready, reason, message, applied string
+}
+
+func (s ksState) String() string {
+	return fmt.Sprintf("Ready=%s %s (applied %s): %s", s.ready, s.reason, shortRevision(s.applied), s.message)
+}
+
+// kustomization reads the Kustomization name.
+func kustomization(t *testing.T, name string) ksState {
+	t.Helper()
+	s, err := readKustomization(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// readKustomization reads the Kustomization name; a Kustomization not yet created reads as
+// Ready "absent".
+func readKustomization(name string) (ksState, error) {
+	u := &unstructured.Unstructured{}
+	u.SetGroupVersionKind(kustomizationGVK)
+	if err := k8s.Get(context.Background(), client.ObjectKey{Namespace: fluxNamespace, Name: name}, u); apierrors.IsNotFound(err) {
+		return ksState{ready: "absent"}, nil
+	} else if err != nil {
+		return ksState{}, err
+	}
+	var s ksState
+	s.applied, _, _ = unstructured.NestedString(u.Object, "status", "lastAppliedRevision")
+	conds, _, _ := unstructured.NestedSlice(u.Object, "status", "conditions")
+	for _, c := range conds {
+		m, _ := c.(map[string]any)
+		if m["type"] == "Ready" {
+			s.ready, _ = m["status"].(string)
+			s.reason, _ = m["reason"].(string)
+			s.message, _ = m["message"].(string)
+		}
+	}
+	return s, nil
+}
+
+// shortRevision shortens Flux's "main@sha1:<40 hex>" to its first 7 hex digits.
+func shortRevision(rev string) string {
+	if i := strings.Index(rev, ":"); i >= 0 && len(rev) >= i+8 {
+		return rev[:i+8]
+	}
+	return rev
+}
+
+// timeline records, every 250 ms, each change of the Kustomization's state and of the
+// RoutingService's (Ready, Reconciling and Stalled reasons, the shards promoted), with the time
+// since it started, until stop; check is called on every reading and may fail the test.
+type timeline struct {
+	t0    time.Time
+	mu    sync.Mutex
+	lines []string
+	stop  chan struct{}
+	done  chan struct{}
+}
+
+func startTimeline(t *testing.T, ns, ks string, check func(ksState, *routingv1alpha1.RoutingService)) *timeline {
+	tl := &timeline{t0: time.Now(), stop: make(chan struct{}), done: make(chan struct{})}
+	go func() {
+		defer close(tl.done)
+		var lastKs, lastRs string
+		for {
+			s, err := readKustomization(ks)
+			if err != nil {
+				s = ksState{ready: "unread", message: err.Error()}
+			}
+			r := &routingv1alpha1.RoutingService{}
+			rs := "absent"
+			if err := k8s.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: "rs-a"}, r); err == nil {
+				rs = rsvcLine(r)
+				if len(r.Status.Conditions) == 0 && r.Status.ObservedGeneration > 0 {
+					var mf []string
+					for _, m := range r.ManagedFields {
+						mf = append(mf, fmt.Sprintf("%s %s %s %s", m.Manager, m.Operation, m.Subresource, m.FieldsV1))
+					}
+					tl.add("RoutingService read with no conditions (kept for diagnosis): status " + fmt.Sprintf("%+v", r.Status) + " managedFields " + strings.Join(mf, " | "))
+				}
+				check(s, r)
+			} else if !apierrors.IsNotFound(err) {
+				rs = err.Error()
+			} else {
+				check(s, nil)
+			}
+			if k := s.String(); k != lastKs {
+				tl.add("Kustomization  " + k)
+				lastKs = k
+			}
+			if rs != lastRs {
+				tl.add("RoutingService " + rs)
+				lastRs = rs
+			}
+			select {
+			case <-tl.stop:
+				return
+			case <-time.After(250 * time.Millisecond):
+			}
+		}
+	}()
+	return tl
+}
+
+func (tl *timeline) add(line string) {
+	tl.mu.Lock()
+	defer tl.mu.Unlock()
+	tl.lines = append(tl.lines, fmt.Sprintf("%6.1fs  %s", time.Since(tl.t0).Seconds(), line))
+}
+
+// note adds a line of the test's own (a commit) to the timeline.
+func (tl *timeline) note(line string) { tl.add(">> " + line) }
+
+// end stops recording and logs the timeline.
+func (tl *timeline) end(t *testing.T, title string) {
+	close(tl.stop)
+	<-tl.done
+	tl.mu.Lock()
+	defer tl.mu.Unlock()
+	t.Logf("%s timeline:\n%s", title, strings.Join(tl.lines, "\n"))
+}
+
+// rsvcLine is the RoutingService's state in one line: generation observed, the reasons of Ready,
+// Reconciling and Stalled, and the shards promoted.
+func rsvcLine(r *routingv1alpha1.RoutingService) string {
+	cond := func(typ string) string {
+		c := story.Condition(r, typ)
+		if c == nil {
+			return typ + "=?"
+		}
+		return fmt.Sprintf("%s=%s/%s", typ, c.Status, c.Reason)
+	}
+	return fmt.Sprintf("gen %d/%d %s %s %s promoted %s schema %s", r.Status.ObservedGeneration, r.Generation,
+		cond(routingv1alpha1.ConditionReady), cond(routingv1alpha1.ConditionReconciling), cond(routingv1alpha1.ConditionStalled),
+		r.Status.PromotedShards, r.Status.Schema.ConfirmedVersion)
+}
+
+// waitKustomization waits until the Kustomization reports Ready=want having applied revision
+// (Flux's "main@sha1:<sha>").
+func waitKustomization(t *testing.T, name, want, sha string, timeout time.Duration) ksState {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		s := kustomization(t, name)
+		if s.ready == want && (want != "True" || s.applied == gitserver.Branch+"@sha1:"+sha) {
+			return s
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("Kustomization %s: %s after %s (want Ready=%s at %s)", name, s, timeout, want, sha[:7])
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+}
+
+// Flux syncs a RoutingService from Git on the real stack, every change a commit, under traffic:
+//   - v1: the Kustomization (wait: true) is Ready once the RoutingService is;
+//   - v2 (schema 2, the incident's change) with a migration that fails: the Kustomization goes
+//     not Ready, and v1 keeps serving;
+//   - the fix (the same v2, its migration corrected): the next migration attempt runs from the
+//     commit alone, and the Kustomization is Ready again, at that commit, only once the last
+//     shard is promoted; no region answers a 404 or an error throughout;
+//   - removing the RoutingService from Git: Flux prunes it, and the garbage collector its
+//     ReplicaSets.
+func TestFluxSyncsSchemaRollout(t *testing.T) {
+	realStack(t)
+	startFlux(t)
+	ctx := context.Background()
+	ns := realNamespace(t)
+	db := database(t, pg, "fluxsync", 0)
+	if err := k8s.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "edge-database", Namespace: ns},
+		StringData: map[string]string{"url": db}}); err != nil {
+		t.Fatal(err)
+	}
+	repo, err := gitSrv.NewRepo(ctx, ns)
+	if err != nil {
+		t.Fatal(err)
+	}
+	commit := func(tl *timeline, what string, rsvcs ...*routingv1alpha1.RoutingService) string {
+		t.Helper()
+		sha, err := repo.Commit(ctx, what, repoFiles(t, rsvcs...))
+		if err != nil {
+			t.Fatal(err)
+		}
+		tl.note("commit " + sha[:7] + ": " + what)
+		return sha
+	}
+
+	// The Kustomization must never read Ready=True at a revision whose RoutingService is not
+	// promoted everywhere for the generation that revision wrote.
+	var mu sync.Mutex
+	var early []string
+	generationOf := map[string]int64{} // Flux revision → the RoutingService generation it applied
+	tl := startTimeline(t, ns, ns, func(s ksState, r *routingv1alpha1.RoutingService) {
+		if r == nil || s.ready != "True" {
+			return
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		if _, ok := generationOf[s.applied]; !ok {
+			generationOf[s.applied] = r.Generation
+		}
+		if r.Generation != generationOf[s.applied] {
+			return // a later commit is applied already: Ready speaks of an older revision
+		}
+		ready := story.Condition(r, routingv1alpha1.ConditionReady)
+		if r.Status.ObservedGeneration != r.Generation ||
+			ready == nil || ready.Status != metav1.ConditionTrue || ready.ObservedGeneration != r.Generation || r.Status.PromotedShards != "3/3" {
+			early = append(early, fmt.Sprintf("Kustomization Ready at %s while the RoutingService is %s", shortRevision(s.applied), rsvcLine(r)))
+		}
+	})
+	v1 := realRoutingService(ns, db)
+	databaseFromSecret(v1, "edge-database")
+	sha1 := commit(tl, "rs-a v1 (schema 1)", v1)
+	fluxSync(t, ns, repo)
+	waitKustomization(t, ns, "True", sha1, 4*time.Minute)
+	services := regionPods(rsvcSelector)
+	waitServed(t, ns, services)
+	gen := startTraffic(ns, services)
+	time.Sleep(3 * time.Second)
+
+	// v2 whose migration cannot run (an unknown migration set: `edge-router migrate` exits 2).
+	broken := realRoutingService(ns, db)
+	toV2(db, 0)(broken)
+	broken.Spec.Schema.Migration.Template.Spec.Containers[0].Args = append(broken.Spec.Schema.Migration.Template.Spec.Containers[0].Args, "--migrations=nonexistent")
+	databaseFromSecret(broken, "edge-database")
+	sha2 := commit(tl, "rs-a v2 (schema 2), its migration broken", broken)
+	failed := waitKustomization(t, ns, "False", sha2, 3*time.Minute)
+	var allV1 []string
+	for _, r := range realRegions {
+		allV1 = append(allV1, r.Shard+"="+routerImage+":v1:2/2")
+	}
+	if r, serving := kit().Get(t, ns), kit().Serving(t, ns); r.Status.Schema.ConfirmedVersion != "1" || serving != strings.Join(allV1, " ") {
+		t.Errorf("after the failed migration the RoutingService is %s, serving %s", rsvcLine(r), serving)
+	}
+	t.Logf("the failed migration as Flux reports it: %s", failed)
+	// Flux names the object and its kstatus, not the object's own reason and message
+	// (docs/gitops.md says where to read them).
+	if failed.reason != "HealthCheckFailed" || !strings.Contains(failed.message, "RoutingService/"+ns+"/rs-a status: 'Failed'") {
+		t.Errorf("the Kustomization after the failed migration: %s", failed)
+	}
+	stalled := story.Condition(kit().Get(t, ns), routingv1alpha1.ConditionStalled)
+	if stalled == nil || stalled.Status != metav1.ConditionTrue {
+		t.Fatalf("the RoutingService is not Stalled: %+v", stalled)
+	}
+
+	// The fix, by commit alone: no retry annotation.
+	fixed := realRoutingService(ns, db)
+	toV2(db, 6*time.Second)(fixed)
+	databaseFromSecret(fixed, "edge-database")
+	sha3 := commit(tl, "rs-a v2, its migration fixed (a 6 s migration)", fixed)
+	done := waitKustomization(t, ns, "True", sha3, 5*time.Minute)
+	time.Sleep(2 * time.Second)
+	rep := gen.Stop()
+	table(t, "Flux: v1 → broken v2 → fixed v2, by commit", rep)
+	for _, r := range realRegions {
+		tot := rep.Totals[r.Shard]
+		if tot.NotFound > 0 || tot.Errors() > 0 || tot.Revisions["v2"] == 0 {
+			t.Errorf("%s: %+v (want no 404, no error, and answers from v2)", r.Shard, tot)
+		}
+	}
+	if r := kit().Get(t, ns); r.Status.Schema.ConfirmedVersion != "2" || r.Status.PromotedShards != "3/3" {
+		t.Errorf("Kustomization %s while the RoutingService is %s", done, rsvcLine(r))
+	}
+	if r := kit().Get(t, ns); r.Annotations[routingv1alpha1.AnnotationRetry] != "" {
+		t.Errorf("the retry annotation is set: %q", r.Annotations[routingv1alpha1.AnnotationRetry])
+	}
+	if !strings.Contains(strings.Join(kit().EventsFor(t, ns), " "), "MigrationFailed") {
+		t.Errorf("no MigrationFailed Event: %v", kit().EventsFor(t, ns))
+	}
+
+	// A person's control beside Flux: an annotation Flux did not apply survives Flux's next
+	// apply (requested as `flux reconcile` does), and the apply changes no replica count.
+	before := kit().Serving(t, ns)
+	r := kit().Get(t, ns)
+	if r.Annotations == nil {
+		r.Annotations = map[string]string{}
+	}
+	r.Annotations[routingv1alpha1.AnnotationRetry] = "person-1"
+	if err := k8s.Update(ctx, r); err != nil {
+		t.Fatal(err)
+	}
+	requested := time.Now().Format(time.RFC3339Nano)
+	reconcileNow(t, ns, requested)
+	story.Eventually(t, time.Minute, "Flux applies the commit again", func() error {
+		u := &unstructured.Unstructured{}
+		u.SetGroupVersionKind(kustomizationGVK)
+		must(t, k8s.Get(ctx, client.ObjectKey{Namespace: fluxNamespace, Name: ns}, u))
+		if got, _, _ := unstructured.NestedString(u.Object, "status", "lastHandledReconcileAt"); got != requested {
+			return fmt.Errorf("lastHandledReconcileAt %q", got)
+		}
+		return nil
+	})
+	tl.note("a person set " + routingv1alpha1.AnnotationRetry + "=person-1; Flux applied the commit again")
+	if r := kit().Get(t, ns); r.Annotations[routingv1alpha1.AnnotationRetry] != "person-1" {
+		t.Errorf("Flux's apply removed the person's annotation: %v", r.Annotations)
+	}
+	if after := kit().Serving(t, ns); after != before {
+		t.Errorf("Flux's apply changed what serves: %s → %s", before, after)
+	}
+
+	// Prune: a commit without the RoutingService deletes it.
+	sha4 := commit(tl, "rs-a removed")
+	waitKustomization(t, ns, "True", sha4, 2*time.Minute)
+	story.Eventually(t, time.Minute, "the RoutingService and its ReplicaSets are gone", func() error {
+		if err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: "rs-a"}, &routingv1alpha1.RoutingService{}); !apierrors.IsNotFound(err) {
+			return fmt.Errorf("RoutingService: %v", err)
+		}
+		if rss := kit().ReplicaSets(t, ns); len(rss) > 0 {
+			return fmt.Errorf("%d ReplicaSets left", len(rss))
+		}
+		return nil
+	})
+	tl.end(t, "Flux sync")
+	mu.Lock()
+	defer mu.Unlock()
+	for _, e := range early {
+		t.Error(e)
+	}
+}
+
+// reconcileNow asks Flux to reconcile the Kustomization name at once, as `flux reconcile` does:
+// the annotation reconcile.fluxcd.io/requestedAt set to a new value.
+func reconcileNow(t *testing.T, name, value string) {
+	t.Helper()
+	u := &unstructured.Unstructured{}
+	u.SetGroupVersionKind(kustomizationGVK)
+	u.SetNamespace(fluxNamespace)
+	u.SetName(name)
+	patch := []byte(`{"metadata":{"annotations":{"reconcile.fluxcd.io/requestedAt":"` + value + `"}}}`)
+	must(t, k8s.Patch(context.Background(), u, client.RawPatch(types.MergePatchType, patch)))
+}
