@@ -19,6 +19,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
@@ -72,9 +73,9 @@ var fluxProcs *flux.Flux
 // fluxSync creates, in flux-system, the GitRepository and the Kustomization of
 // config/samples/flux named name, pointed at repo's root. The test changes only what a loopback
 // repository needs: the names, the URL, the path, the GitRepository's interval (2 s instead of
-// 1 m: no webhook here) and the Kustomization's timeout (5 m; the sample's 30 m is for
-// production rollouts).
-func fluxSync(t *testing.T, name string, repo *gitserver.Repo) {
+// 1 m: no webhook here) and the Kustomization's timeout (the sample's 30 m is for production
+// rollouts).
+func fluxSync(t *testing.T, name string, repo *gitserver.Repo, timeout string) {
 	t.Helper()
 	ctx := context.Background()
 	src := sampleObject(t, "gitrepository.yaml")
@@ -85,7 +86,7 @@ func fluxSync(t *testing.T, name string, repo *gitserver.Repo) {
 	ks.SetName(name)
 	must(t, unstructured.SetNestedField(ks.Object, name, "spec", "sourceRef", "name"))
 	must(t, unstructured.SetNestedField(ks.Object, "./", "spec", "path"))
-	must(t, unstructured.SetNestedField(ks.Object, "5m", "spec", "timeout"))
+	must(t, unstructured.SetNestedField(ks.Object, timeout, "spec", "timeout"))
 	for _, o := range []*unstructured.Unstructured{src, ks} {
 		if err := k8s.Create(ctx, o); err != nil {
 			t.Fatal(err)
@@ -230,10 +231,13 @@ type timeline struct {
 	lines []string
 	stop  chan struct{}
 	done  chan struct{}
+	once  sync.Once
 }
 
 func startTimeline(t *testing.T, ns, ks string, check func(ksState, *routingv1alpha1.RoutingService)) *timeline {
 	tl := &timeline{t0: time.Now(), stop: make(chan struct{}), done: make(chan struct{})}
+	// A test that fails before end still stops the recording, and logs what it saw.
+	t.Cleanup(func() { tl.end(t, "timeline until the test ended") })
 	go func() {
 		defer close(tl.done)
 		var lastKs, lastRs string
@@ -286,9 +290,13 @@ func (tl *timeline) add(line string) {
 // note adds a line of the test's own (a commit) to the timeline.
 func (tl *timeline) note(line string) { tl.add(">> " + line) }
 
-// end stops recording and logs the timeline.
+// end stops recording and logs the timeline, once.
 func (tl *timeline) end(t *testing.T, title string) {
-	close(tl.stop)
+	stopped := false
+	tl.once.Do(func() { close(tl.stop); stopped = true })
+	if !stopped {
+		return // ended already
+	}
 	<-tl.done
 	tl.mu.Lock()
 	defer tl.mu.Unlock()
@@ -386,7 +394,7 @@ func TestFluxSyncsSchemaRollout(t *testing.T) {
 	v1 := realRoutingService(ns, db)
 	databaseFromSecret(v1, "edge-database")
 	sha1 := commit(tl, "rs-a v1 (schema 1)", v1)
-	fluxSync(t, ns, repo)
+	fluxSync(t, ns, repo, "5m")
 	waitKustomization(t, ns, "True", sha1, 4*time.Minute)
 	services := regionPods(rsvcSelector)
 	waitServed(t, ns, services)
@@ -503,4 +511,62 @@ func reconcileNow(t *testing.T, name, value string) {
 	u.SetName(name)
 	patch := []byte(`{"metadata":{"annotations":{"reconcile.fluxcd.io/requestedAt":"` + value + `"}}}`)
 	must(t, k8s.Patch(context.Background(), u, client.RawPatch(types.MergePatchType, patch)))
+}
+
+// Pause by commit, on kwok's pods: `paused: true` committed while the first shard bakes holds
+// the rollout where it is; the Kustomization (wait: true) stays Progressing and, at its timeout,
+// fails on the RoutingService still in progress, while nothing more is promoted. Committing
+// `paused: false` finishes the rollout and the Kustomization is Ready at that commit.
+func TestFluxPauseByCommit(t *testing.T) {
+	t.Parallel()
+	startFlux(t)
+	ctx := context.Background()
+	ns := kit().NewNamespace(t)
+	repo, err := gitSrv.NewRepo(ctx, ns)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tl := startTimeline(t, ns, ns, func(ksState, *routingv1alpha1.RoutingService) {})
+	commit := func(what string, r *routingv1alpha1.RoutingService) string {
+		t.Helper()
+		sha, err := repo.Commit(ctx, what, repoFiles(t, r))
+		if err != nil {
+			t.Fatal(err)
+		}
+		tl.note("commit " + sha[:7] + ": " + what)
+		return sha
+	}
+	v1 := e2eFixture(ns)
+	sha1 := commit("rs-a v1", v1)
+	// The timeout must cover what is left of the rollout when it resumes (two shards' progress
+	// and bake, ~40 s), and a pause outlasts it.
+	fluxSync(t, ns, repo, "90s")
+	waitKustomization(t, ns, "True", sha1, 2*time.Minute)
+
+	v2 := e2eFixture(ns)
+	story.ToV2("app:v2", "migrate:v2")(v2)
+	v2.Spec.Strategy.BakeSeconds = ptr.To(int32(15))
+	commit("rs-a v2, a 15 s bake per shard", v2)
+	story.Eventually(t, time.Minute, "the first shard bakes", kit().HasCondition(t, ns, routingv1alpha1.ConditionReconciling, metav1.ConditionTrue, routingv1alpha1.ReasonShardBaking))
+	paused := v2.DeepCopy()
+	paused.Spec.Paused = true
+	sha3 := commit("rs-a v2 paused", paused)
+	story.Eventually(t, time.Minute, "paused by the commit", kit().HasCondition(t, ns, routingv1alpha1.ConditionReconciling, metav1.ConditionTrue, routingv1alpha1.ReasonPaused))
+	held := kit().Get(t, ns).Status.PromotedShards
+	failed := waitKustomization(t, ns, "False", sha3, 3*time.Minute)
+	t.Logf("the paused rollout as Flux reports it at its timeout: %s", failed)
+	// Flux's message at the timeout varies with where the wait was: "timeout waiting for:
+	// [RoutingService/…/rs-a status: 'InProgress']", or its client's rate limiter's deadline.
+	if failed.reason != "HealthCheckFailed" || !strings.Contains(failed.message, "health check failed after") {
+		t.Errorf("the Kustomization of a paused rollout: %s", failed)
+	}
+	if got := kit().Get(t, ns).Status.PromotedShards; got != held {
+		t.Errorf("shards promoted while paused: %s → %s", held, got)
+	}
+	sha4 := commit("rs-a v2 resumed", v2)
+	waitKustomization(t, ns, "True", sha4, 3*time.Minute)
+	if r := kit().Get(t, ns); r.Status.PromotedShards != "3/3" || r.Spec.Paused {
+		t.Errorf("resumed, the RoutingService is %s", rsvcLine(r))
+	}
+	tl.end(t, "Flux pause")
 }

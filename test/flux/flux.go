@@ -68,7 +68,11 @@ func Start(ctx context.Context, o Options) (*Flux, error) {
 			"--storage-path=" + storage, "--storage-addr=" + addr(ports[0]), "--storage-adv-addr=" + addr(ports[0]),
 			"--metrics-addr=" + addr(ports[1]), "--health-addr=" + addr(ports[2]),
 		},
-		"kustomize-controller": {"--metrics-addr=" + addr(ports[3]), "--health-addr=" + addr(ports[4])},
+		// A new commit cancels the health check of the one before, so a commit made while
+		// a rollout is waited on (paused: true) applies at once, not after the timeout
+		// (kustomize-controller's default waits; docs/gitops.md).
+		"kustomize-controller": {"--metrics-addr=" + addr(ports[3]), "--health-addr=" + addr(ports[4]),
+			"--feature-gates=CancelHealthCheckOnNewRevision=true"},
 	}
 	health := map[string]int{"source-controller": ports[2], "kustomize-controller": ports[4]}
 	f := &Flux{}
