@@ -237,6 +237,14 @@ func TestPauseResume(t *testing.T) {
 	}
 }
 
+// Flux removes what a field manager named "kubectl…" wrote (the e2e story
+// TestFluxAndAPersonsControls shows it on a real Flux); the plugin's writes must not be named so.
+func TestFieldManagerOutlivesFlux(t *testing.T) {
+	if strings.HasPrefix(fieldManager, "kubectl") {
+		t.Errorf("field manager %q begins with kubectl: Flux's next apply removes the plugin's pause and abort", fieldManager)
+	}
+}
+
 // Before patching spec.paused of a RoutingService a GitOps tool manages, a warning on stderr.
 func TestGitOpsWarnings(t *testing.T) {
 	owned := in(t, "progressing", "ns")
@@ -263,6 +271,14 @@ func TestGitOpsWarnings(t *testing.T) {
 	if !strings.Contains(res.err, "warning: routingservice ns/rs-a is managed by Flux (label kustomize.toolkit.fluxcd.io/name=apps): "+
 		"self-heal will revert this patch if the manifest in Git sets spec.paused: the pause belongs in Git") {
 		t.Errorf("flux: %+v", res)
+	}
+
+	// As Flux leaves it: its field manager and its labels, named once as one tool.
+	flux.SetManagedFields([]metav1.ManagedFieldsEntry{{Manager: "kustomize-controller", Operation: metav1.ManagedFieldsOperationApply, FieldsType: "FieldsV1",
+		FieldsV1: metav1.NewFieldsV1(`{"f:spec":{"f:shards":{}}}`)}})
+	res = runWith(fakeClients(Objects{}, flux), someTime, "pause", "rs-a", "-n", "ns")
+	if !strings.Contains(res.err, "warning: routingservice ns/rs-a is managed by Flux (field manager kustomize-controller; label kustomize.toolkit.fluxcd.io/name=apps): ") {
+		t.Errorf("flux, field manager and label: %+v", res)
 	}
 
 	argoAnn := in(t, "healthy", "ns")

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -16,8 +17,12 @@ import (
 	routingv1alpha1 "github.com/schemagate/schemagate/api/v1alpha1"
 )
 
-// fieldManager names this plugin in metadata.managedFields.
-const fieldManager = "kubectl-schemagate"
+// fieldManager names this plugin in metadata.managedFields. It must not begin with "kubectl":
+// Flux's kustomize-controller takes over, and then removes, every field whose manager's name
+// begins with "kubectl" (its clean-up of `kubectl apply` and `kubectl edit` changes matches by
+// prefix), so a pause or an abort written as "kubectl-schemagate" was undone at Flux's next
+// apply (TestFluxAndAPersonsControls).
+const fieldManager = "schemagate-plugin"
 
 func newPauseCommand(a *app, pause bool) *cobra.Command {
 	use, short, long := "pause NAME", "Pause a RoutingService's rollout (spec.paused: true)", `Set spec.paused to true with a merge patch: nothing is scaled (replica changes included) and no
@@ -312,14 +317,18 @@ var gitopsMarkers = []struct{ key, tool string }{
 }
 
 // gitops reports who manages the object: the tools whose field manager owns the field, and the
-// tools that manage the object at all (by field manager, label or annotation), each with how it
-// was seen.
+// tools that manage the object at all (by field manager, label or annotation), each tool once
+// with every way it was seen: "Flux (field manager kustomize-controller; label
+// kustomize.toolkit.fluxcd.io/name=apps)".
 func gitops(u *unstructured.Unstructured, path []string) (owners, managers []string) {
-	seen := map[string]bool{}
-	addManager := func(s string) {
-		if !seen[s] {
-			seen[s] = true
-			managers = append(managers, s)
+	var tools []string
+	evidence := map[string][]string{}
+	see := func(tool, how string) {
+		if _, ok := evidence[tool]; !ok {
+			tools = append(tools, tool)
+		}
+		if !slices.Contains(evidence[tool], how) {
+			evidence[tool] = append(evidence[tool], how)
 		}
 	}
 	for _, mf := range u.GetManagedFields() {
@@ -333,18 +342,21 @@ func gitops(u *unstructured.Unstructured, path []string) (owners, managers []str
 		if tool == "" {
 			continue
 		}
-		addManager(fmt.Sprintf("%s (field manager %s)", tool, mf.Manager))
+		see(tool, "field manager "+mf.Manager)
 		if mf.FieldsV1 != nil && ownsField(mf.FieldsV1.GetRawBytes(), path) {
 			owners = append(owners, fmt.Sprintf("%s (field manager %s)", tool, mf.Manager))
 		}
 	}
 	for _, mk := range gitopsMarkers {
 		if v, ok := u.GetLabels()[mk.key]; ok {
-			addManager(fmt.Sprintf("%s (label %s=%s)", mk.tool, mk.key, v))
+			see(mk.tool, fmt.Sprintf("label %s=%s", mk.key, v))
 		}
 		if v, ok := u.GetAnnotations()[mk.key]; ok {
-			addManager(fmt.Sprintf("%s (annotation %s=%s)", mk.tool, mk.key, v))
+			see(mk.tool, fmt.Sprintf("annotation %s=%s", mk.key, v))
 		}
+	}
+	for _, tool := range tools {
+		managers = append(managers, fmt.Sprintf("%s (%s)", tool, strings.Join(evidence[tool], "; ")))
 	}
 	return owners, managers
 }

@@ -570,3 +570,90 @@ func TestFluxPauseByCommit(t *testing.T) {
 	}
 	tl.end(t, "Flux pause")
 }
+
+// A person's controls on a RoutingService Flux manages, with the plugin, on kwok's pods:
+//   - `kubectl schemagate pause` warns that Flux manages the object, and since the manifest in
+//     Git does not set spec.paused, Flux's next apply leaves the pause (as the warning says);
+//   - `kubectl schemagate abort` while the first shard of a committed v2 bakes: no warning (Flux
+//     does not own the annotation), the rollout stops and v1 serves; the Kustomization fails
+//     early on the Stalled RoutingService; Flux's next apply keeps the annotation, and the abort
+//     is neither undone nor acted on again.
+func TestFluxAndAPersonsControls(t *testing.T) {
+	t.Parallel()
+	startFlux(t)
+	ctx := context.Background()
+	ns := kit().NewNamespace(t)
+	repo, err := gitSrv.NewRepo(ctx, ns)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tl := startTimeline(t, ns, ns, func(ksState, *routingv1alpha1.RoutingService) {})
+	commit := func(what string, r *routingv1alpha1.RoutingService) string {
+		t.Helper()
+		sha, err := repo.Commit(ctx, what, repoFiles(t, r))
+		if err != nil {
+			t.Fatal(err)
+		}
+		tl.note("commit " + sha[:7] + ": " + what)
+		return sha
+	}
+	// applyAgain asks Flux to apply the current commit again and waits until it has.
+	applyAgain := func(why string) {
+		t.Helper()
+		requested := time.Now().Format(time.RFC3339Nano)
+		reconcileNow(t, ns, requested)
+		story.Eventually(t, time.Minute, "Flux applies the commit again", func() error {
+			u := &unstructured.Unstructured{}
+			u.SetGroupVersionKind(kustomizationGVK)
+			must(t, k8s.Get(ctx, client.ObjectKey{Namespace: fluxNamespace, Name: ns}, u))
+			if got, _, _ := unstructured.NestedString(u.Object, "status", "lastHandledReconcileAt"); got != requested {
+				return fmt.Errorf("lastHandledReconcileAt %q", got)
+			}
+			return nil
+		})
+		tl.note("Flux applied the commit again: " + why)
+	}
+	sha1 := commit("rs-a v1", e2eFixture(ns))
+	fluxSync(t, ns, repo, "90s")
+	waitKustomization(t, ns, "True", sha1, 2*time.Minute)
+
+	p := kubectlSchemagate(t, 30*time.Second, "pause", "rs-a", "-n", ns)
+	expectExit(t, "pause", p, 0)
+	expectContains(t, "pause stderr", p.err, "is managed by Flux (field manager kustomize-controller; label kustomize.toolkit.fluxcd.io/name="+ns+")",
+		"self-heal will revert this patch if the manifest in Git sets spec.paused")
+	tl.note("kubectl schemagate pause")
+	applyAgain("after the pause")
+	if !kit().Get(t, ns).Spec.Paused {
+		t.Errorf("Flux's apply undid a pause its manifest does not set")
+	}
+	expectExit(t, "resume", kubectlSchemagate(t, 30*time.Second, "resume", "rs-a", "-n", ns), 0)
+	tl.note("kubectl schemagate resume")
+
+	v2 := e2eFixture(ns)
+	story.ToV2("app:v2", "migrate:v2")(v2)
+	v2.Spec.Strategy.BakeSeconds = ptr.To(int32(15))
+	sha2 := commit("rs-a v2, a 15 s bake per shard", v2)
+	story.Eventually(t, time.Minute, "the first shard bakes", kit().HasCondition(t, ns, routingv1alpha1.ConditionReconciling, metav1.ConditionTrue, routingv1alpha1.ReasonShardBaking))
+	a := kubectlSchemagate(t, 30*time.Second, "abort", "rs-a", "-n", ns)
+	expectExit(t, "abort", a, 0)
+	if strings.Contains(a.err, "owns annotation") {
+		t.Errorf("abort warned that Flux owns the annotation:\n%s", a.err)
+	}
+	token := annotated(t, a, routingv1alpha1.AnnotationAbort)
+	tl.note("kubectl schemagate abort")
+	story.Eventually(t, 30*time.Second, "Stalled=True Aborted", kit().HasCondition(t, ns, routingv1alpha1.ConditionStalled, metav1.ConditionTrue, routingv1alpha1.ReasonAborted))
+	story.Eventually(t, 60*time.Second, "v1 serves everywhere", kit().ServingIs(t, ns, story.AllV1))
+	failed := waitKustomization(t, ns, "False", sha2, 2*time.Minute)
+	t.Logf("the aborted rollout as Flux reports it: %s", failed)
+
+	applyAgain("after the abort")
+	r := kit().Get(t, ns)
+	if r.Annotations[routingv1alpha1.AnnotationAbort] != token || r.Status.LastHandledAbort != token {
+		t.Errorf("after Flux's apply: annotation %q, lastHandledAbort %q, want %q", r.Annotations[routingv1alpha1.AnnotationAbort], r.Status.LastHandledAbort, token)
+	}
+	story.Consistently(t, 3*time.Second, "the abort holds: v1 serves", kit().ServingIs(t, ns, story.AllV1))
+	if c := story.Condition(kit().Get(t, ns), routingv1alpha1.ConditionStalled); c == nil || c.Reason != routingv1alpha1.ReasonAborted {
+		t.Errorf("after Flux's apply, Stalled is %+v", c)
+	}
+	tl.end(t, "Flux and a person's controls")
+}
