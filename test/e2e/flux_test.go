@@ -45,12 +45,7 @@ func TestFluxSyncsSchemaRollout(t *testing.T) {
 	}
 	commit := func(tl *timeline, what string, rsvcs ...*routingv1alpha1.RoutingService) string {
 		t.Helper()
-		sha, err := repo.Commit(ctx, what, repoFiles(t, rsvcs...))
-		if err != nil {
-			t.Fatal(err)
-		}
-		tl.note("commit " + sha[:7] + ": " + what)
-		return sha
+		return commitTo(t, repo, tl, what, rsvcs...)
 	}
 
 	// The Kustomization must never read Ready=True at a revision whose RoutingService is not
@@ -192,12 +187,7 @@ func TestFluxPauseByCommit(t *testing.T) {
 	tl := startTimeline(t, ns, ns, func(ksState, *routingv1alpha1.RoutingService) {})
 	commit := func(what string, r *routingv1alpha1.RoutingService) string {
 		t.Helper()
-		sha, err := repo.Commit(ctx, what, repoFiles(t, r))
-		if err != nil {
-			t.Fatal(err)
-		}
-		tl.note("commit " + sha[:7] + ": " + what)
-		return sha
+		return commitTo(t, repo, tl, what, r)
 	}
 	v1 := e2eFixture(ns)
 	sha1 := commit("rs-a v1", v1)
@@ -253,12 +243,7 @@ func TestFluxAndAPersonsControls(t *testing.T) {
 	tl := startTimeline(t, ns, ns, func(ksState, *routingv1alpha1.RoutingService) {})
 	commit := func(what string, r *routingv1alpha1.RoutingService) string {
 		t.Helper()
-		sha, err := repo.Commit(ctx, what, repoFiles(t, r))
-		if err != nil {
-			t.Fatal(err)
-		}
-		tl.note("commit " + sha[:7] + ": " + what)
-		return sha
+		return commitTo(t, repo, tl, what, r)
 	}
 	again := func(why string) {
 		t.Helper()

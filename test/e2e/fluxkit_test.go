@@ -362,3 +362,15 @@ func applyAgain(t *testing.T, name string) {
 		return nil
 	})
 }
+
+// commitTo commits a tree holding rsvcs (repoFiles) to repo with message what, notes the commit
+// on tl, and returns its SHA-1; a failed commit fails the test.
+func commitTo(t *testing.T, repo *gitserver.Repo, tl *timeline, what string, rsvcs ...*routingv1alpha1.RoutingService) string {
+	t.Helper()
+	sha, err := repo.Commit(context.Background(), what, repoFiles(t, rsvcs...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tl.note("commit " + sha[:7] + ": " + what)
+	return sha
+}
