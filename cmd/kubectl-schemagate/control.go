@@ -52,30 +52,49 @@ For a RoutingService that Argo CD or Flux manage, resume in Git (see docs/gitops
 }
 
 func (a *app) runPause(ctx context.Context, name string, pause bool) error {
-	ns, cl, u, r, err := a.read(ctx, name)
+	ns, err := a.namespace()
+	if err != nil {
+		return err
+	}
+	cl, err := a.connect()
+	if err != nil {
+		return err
+	}
+	return a.pauseIn(ctx, cl, ns, name, pause, a.streams.Out, a.streams.ErrOut)
+}
+
+// pauseIn sets spec.paused of ns/name to pause: what `pause` and `resume` do, and the dashboard's
+// buttons (one function, so both write the same patch with the same field manager). It reads
+// the object first, warns on errOut when a GitOps tool manages it, and says on out what the
+// controller will do.
+func (a *app) pauseIn(ctx context.Context, cl *clients, ns, name string, pause bool, out, errOut io.Writer) error {
+	u, r, err := cl.get(ctx, ns, name)
 	if err != nil {
 		return err
 	}
 	if r.Spec.Paused == pause {
-		fmt.Fprintf(a.streams.Out, "routingservice %s/%s is already %s: nothing changed\n", ns, name, pausedWord(pause))
+		fmt.Fprintf(out, "routingservice %s/%s is already %s: nothing changed\n", ns, name, pausedWord(pause))
 		return nil
 	}
 	owned, managed := pauseAdvice(pause)
-	warnGitOps(a.streams.ErrOut, u, gitopsField{path: []string{"spec", "paused"}, name: "spec.paused"}, owned, managed)
+	warnGitOps(errOut, u, pauseField, owned, managed)
 	patch := map[string]any{"spec": map[string]any{"paused": pause}}
 	if err := cl.mergePatch(ctx, ns, name, patch); err != nil {
 		return err
 	}
-	fmt.Fprintf(a.streams.Out, "routingservice %s/%s %s\n", ns, name, pausedWord(pause))
+	fmt.Fprintf(out, "routingservice %s/%s %s\n", ns, name, pausedWord(pause))
 	if pause {
-		fmt.Fprintln(a.streams.Out, "The controller scales nothing and starts no migration until `kubectl schemagate resume "+name+"`; "+
+		fmt.Fprintln(out, "The controller scales nothing and starts no migration until `kubectl schemagate resume "+name+"`; "+
 			"a shard that was progressing or baking starts its step again then, with a fresh deadline and a full bake.")
 	} else {
-		fmt.Fprintln(a.streams.Out, "The controller goes on with the rollout: a shard that was progressing or baking starts its step again "+
+		fmt.Fprintln(out, "The controller goes on with the rollout: a shard that was progressing or baking starts its step again "+
 			"(fresh deadline, full bake), and a retry or promote that waited acts once.")
 	}
 	return nil
 }
+
+// pauseField is the field pause and resume change.
+var pauseField = gitopsField{path: []string{"spec", "paused"}, name: "spec.paused"}
 
 func pausedWord(pause bool) string {
 	if pause {
@@ -171,21 +190,44 @@ func (a *app) newToken() string {
 }
 
 func (a *app) runAnnotate(ctx context.Context, name string, act annotateAction) error {
-	ns, cl, u, r, err := a.read(ctx, name)
+	ns, err := a.namespace()
 	if err != nil {
 		return err
 	}
-	warnGitOps(a.streams.ErrOut, u, gitopsField{path: []string{"metadata", "annotations", act.annotation}, name: "annotation " + act.annotation, onlyIfOwned: true},
-		"self-heal will set it back to the value in Git, and the controller acts on that value too", "")
+	cl, err := a.connect()
+	if err != nil {
+		return err
+	}
+	return a.annotateIn(ctx, cl, ns, name, act, a.streams.Out, a.streams.ErrOut)
+}
+
+// annotateIn sets act's annotation of ns/name to a fresh value: what `abort`, `retry`, `promote`
+// and `approve-contract` do, and the dashboard's buttons. It warns on errOut when a GitOps tool
+// owns the annotation, and says on out the value set and what the controller will do.
+func (a *app) annotateIn(ctx context.Context, cl *clients, ns, name string, act annotateAction, out, errOut io.Writer) error {
+	u, r, err := cl.get(ctx, ns, name)
+	if err != nil {
+		return err
+	}
+	warnGitOps(errOut, u, act.field(), annotateAdvice, "")
 	token := a.newToken()
 	patch := map[string]any{"metadata": map[string]any{"annotations": map[string]any{act.annotation: token}}}
 	if err := cl.mergePatch(ctx, ns, name, patch); err != nil {
 		return err
 	}
-	fmt.Fprintf(a.streams.Out, "routingservice %s/%s annotated %s=%s\n", ns, name, act.annotation, token)
-	fmt.Fprintln(a.streams.Out, act.explain(r))
+	fmt.Fprintf(out, "routingservice %s/%s annotated %s=%s\n", ns, name, act.annotation, token)
+	fmt.Fprintln(out, act.explain(r))
 	return nil
 }
+
+// field is the annotation act sets, as warnGitOps names it: warned about only when a GitOps
+// tool owns the annotation itself.
+func (act annotateAction) field() gitopsField {
+	return gitopsField{path: []string{"metadata", "annotations", act.annotation}, name: "annotation " + act.annotation, onlyIfOwned: true}
+}
+
+// annotateAdvice is the warning's advice for a control annotation a GitOps tool owns.
+const annotateAdvice = "self-heal will set it back to the value in Git, and the controller acts on that value too"
 
 func (c *clients) mergePatch(ctx context.Context, ns, name string, patch map[string]any) error {
 	b, err := json.Marshal(patch)
@@ -379,11 +421,20 @@ func ownsField(raw []byte, path []string) bool {
 
 // warnGitOps warns on w before a field is changed that a GitOps tool manages.
 func warnGitOps(w io.Writer, u *unstructured.Unstructured, f gitopsField, ownedAdvice, managedAdvice string) {
+	if msg := gitopsWarning(u, f, ownedAdvice, managedAdvice); msg != "" {
+		fmt.Fprintln(w, "warning: "+msg)
+	}
+}
+
+// gitopsWarning is the warning warnGitOps prints (without "warning: "), "" when no GitOps tool
+// manages the field; the dashboard shows it in the confirmation of a control.
+func gitopsWarning(u *unstructured.Unstructured, f gitopsField, ownedAdvice, managedAdvice string) string {
 	owners, managers := gitops(u, f.path)
 	switch {
 	case len(owners) > 0:
-		fmt.Fprintf(w, "warning: %s owns %s of routingservice %s/%s: %s.\n", strings.Join(owners, ", "), f.name, u.GetNamespace(), u.GetName(), ownedAdvice)
+		return fmt.Sprintf("%s owns %s of routingservice %s/%s: %s.", strings.Join(owners, ", "), f.name, u.GetNamespace(), u.GetName(), ownedAdvice)
 	case len(managers) > 0 && !f.onlyIfOwned:
-		fmt.Fprintf(w, "warning: routingservice %s/%s is managed by %s: %s.\n", u.GetNamespace(), u.GetName(), strings.Join(managers, ", "), managedAdvice)
+		return fmt.Sprintf("routingservice %s/%s is managed by %s: %s.", u.GetNamespace(), u.GetName(), strings.Join(managers, ", "), managedAdvice)
 	}
+	return ""
 }

@@ -1,5 +1,5 @@
 // Command kubectl-schemagate is the kubectl plugin for RoutingServices (issue 12): `kubectl
-// schemagate get|list|status|pause|resume|abort|retry|promote|approve-contract|plan`. See docs/kubectl-schemagate.md.
+// schemagate get|list|status|pause|resume|abort|retry|promote|approve-contract|plan|dashboard`. See docs/kubectl-schemagate.md.
 package main
 
 import (
@@ -142,6 +142,7 @@ retry and promote a rollout; wait for it in CI.`,
 		newAnnotateCommand(a, promoteAction),
 		newAnnotateCommand(a, approveContractAction),
 		newPlanCommand(a.flags, a.streams, func() (*clients, error) { return a.connect() }),
+		newDashboardCommand(a),
 		newCompletionCommand(root),
 	)
 	return root
