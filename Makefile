@@ -62,6 +62,7 @@ GENERATED := config api charts/schemagate/crds dist/install.yaml
 
 .PHONY: verify
 verify: manifests generate chart-crds installer lint ## Fail when generated files are stale, Go files are unformatted or the linter finds anything.
+	@hack/check-file-sizes.sh
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { echo "gofmt needed:"; gofmt -l $$(git ls-files '*.go'); exit 1; }
 	@git diff --exit-code -- $(GENERATED) || { echo "generated files are stale: run 'make manifests generate chart-crds installer' and commit"; exit 1; }
 	@test -z "$$(git status --porcelain -- $(GENERATED))" || { echo "untracked generated files:"; git status --porcelain -- $(GENERATED); exit 1; }
@@ -100,8 +101,8 @@ flux-binaries: ## Build Flux's source-controller and kustomize-controller, which
 	hack/build-binaries.sh source-controller kustomize-controller
 
 .PHONY: prometheus-binary
-prometheus-binary: ## Build the Prometheus server test/prometheus runs from source (cached under bin/k8s).
-	hack/build-binaries.sh prometheus
+prometheus-binary: ## Build the Prometheus server test/prometheus runs and the promtool test/alerts runs from source (cached under bin/k8s).
+	hack/build-binaries.sh prometheus promtool
 
 # The demo is built and exec'd, not `go run`: `go run` passes no signal on, and the demo would
 # outlive a make killed by PID. exec'd, it is make's own child, which dies with its parent
@@ -113,11 +114,15 @@ demo: build cluster-binaries postgres ## Watch a schema-gated three-region rollo
 	go build -o $(BIN)/demo ./hack/demo
 	exec $(BIN)/demo --router=$(BIN)/edge-router
 
+.PHONY: chromium
+chromium: ## Install Chromium (Debian's chromium package) when missing: the dashboard's browser tests drive it headless.
+	@hack/install-chromium.sh >/dev/null
+
 .PHONY: test-e2e
-test-e2e: build cluster-binaries prometheus-binary helm-binary flux-binaries postgres plugin ## End-to-end tests on the local cluster (real ReplicaSet, Job and scheduler controllers), the incidents replayed with real routers, PostgreSQL and traffic, a hub with three region clusters, Flux syncing RoutingServices from a Git repository, and two releases installed, upgraded and removed; RUN=<regex> runs a part.
+test-e2e: build cluster-binaries prometheus-binary helm-binary flux-binaries postgres chromium plugin ## End-to-end tests on the local cluster (real ReplicaSet, Job and scheduler controllers), the incidents replayed with real routers, PostgreSQL and traffic, a hub with three region clusters, Flux syncing RoutingServices from a Git repository, and two releases installed, upgraded and removed; RUN=<regex> runs a part.
 	go build -o $(BIN)/edge-router ./examples/edge-router
 	go build -o $(BIN)/schemagate-schema ./cmd/schemagate-schema
-	SCHEMAGATE_BIN=$(BIN) SCHEMAGATE_REQUIRE_PROMETHEUS=1 go test -tags e2e -timeout 50m -p 1 -parallel $(TEST_PARALLEL) $(GO_TEST_RUN) ./test/prometheus/ ./test/nodeagent/ ./test/e2e/ ./test/multicluster/ -count=1 -v
+	SCHEMAGATE_BIN=$(BIN) SCHEMAGATE_REQUIRE_PROMETHEUS=1 go test -tags e2e -timeout 50m -p 1 -parallel $(TEST_PARALLEL) $(GO_TEST_RUN) ./test/prometheus/ ./test/alerts/ ./test/nodeagent/ ./test/e2e/ ./test/multicluster/ -count=1 -v
 
 .PHONY: fuzz
 fuzz: ## Fuzz the planner and the parsers longer: FUZZTIME=5m by default
@@ -147,6 +152,14 @@ build: ## Build the manager binary.
 .PHONY: plugin
 plugin: ## Build the kubectl plugin bin/kubectl-schemagate (put bin/ on PATH for `kubectl schemagate`).
 	go build -o $(BIN)/kubectl-schemagate ./cmd/kubectl-schemagate
+
+# The kubeconfig `make demo` writes (hack/demo's -state folder); KEEP=1 keeps its cluster up.
+DEMO_KUBECONFIG ?= $(CURDIR)/.state/demo/kubeconfig
+
+.PHONY: dashboard
+dashboard: plugin ## Serve `kubectl schemagate dashboard` for the cluster of `KEEP=1 make demo` (ARGS='-n default --port 8001 --read-only' replaces the default -A).
+	@test -f $(DEMO_KUBECONFIG) || { echo "no $(DEMO_KUBECONFIG): start the demo first with KEEP=1 make demo"; exit 1; }
+	exec $(BIN)/kubectl-schemagate dashboard --kubeconfig $(DEMO_KUBECONFIG) $(or $(ARGS),-A)
 
 .PHONY: run
 run: manifests generate ## Run the manager against the cluster of the current kubeconfig.
