@@ -25,12 +25,14 @@ var (
 		Buckets: []float64{1, 2, 5, 10, 30, 60, 120, 300, 600, 1800, 3600},
 	}, []string{"namespace", "name", "phase", "shard"})
 
-	// rollouts: schemagate_rollouts_total{outcome}, outcome one of complete, failed, aborted,
-	// migration_failed.
+	// rollouts: schemagate_rollouts_total{namespace, name, outcome}, outcome one of complete,
+	// failed, aborted, migration_failed (rolloutOutcomes). Each outcome is served at 0 from the
+	// RoutingService's first reconcile, so the first rollout that ends shows in increase(): 4
+	// series per RoutingService, removed when it is deleted.
 	rollouts = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "schemagate_rollouts_total",
-		Help: "Rollouts that ended, by outcome: complete, failed, aborted, migration_failed.",
-	}, []string{"outcome"})
+		Help: "Rollouts that ended, per RoutingService and outcome: complete, failed, aborted, migration_failed.",
+	}, []string{"namespace", "name", "outcome"})
 
 	// currentStep: schemagate_rollout_step{namespace, name, reason} = 1 for the RoutingService's
 	// current activity (the Ready condition's reason: Migrating, ShardProgressing, ShardBaking,
@@ -199,6 +201,9 @@ func recordSchemaPhase(namespace, name string, st *routingv1alpha1.SchemaStatus)
 	}
 }
 
+// rolloutOutcomes are the values of schemagate_rollouts_total's outcome label.
+var rolloutOutcomes = []string{rollout.OutcomeComplete, rollout.OutcomeFailed, rollout.OutcomeAborted, rollout.OutcomeMigrationFailed}
+
 // checkResults maps the Event reasons of check outcomes to the result label.
 var checkResults = map[string]string{
 	rollout.EventShardCheckPassed:                "passed",
@@ -212,6 +217,10 @@ func init() {
 
 // recordMetrics updates the metrics from a plan whose status was written.
 func recordMetrics(rsvc *routingv1alpha1.RoutingService, plan rollout.Plan, taken []rollout.TakenMeasurement) {
+	for _, o := range rolloutOutcomes {
+		// Served at 0 until the first rollout with that outcome ends.
+		rollouts.WithLabelValues(rsvc.Namespace, rsvc.Name, o)
+	}
 	for _, m := range taken {
 		checkMeasurements.WithLabelValues(rsvc.Namespace, rsvc.Name, m.Check, string(m.Result.Phase)).Inc()
 	}
@@ -220,7 +229,7 @@ func recordMetrics(rsvc *routingv1alpha1.RoutingService, plan rollout.Plan, take
 			phaseDuration.WithLabelValues(rsvc.Namespace, rsvc.Name, m.Phase, m.Shard).Observe(m.Duration.Seconds())
 		}
 		if outcome := rollout.OutcomeOf(e.Reason); outcome != "" {
-			rollouts.WithLabelValues(outcome).Inc()
+			rollouts.WithLabelValues(rsvc.Namespace, rsvc.Name, outcome).Inc()
 		}
 		if result := checkResults[e.Reason]; result != "" && e.Check != "" {
 			shardChecks.WithLabelValues(rsvc.Namespace, rsvc.Name, e.Check, result).Inc()
@@ -245,11 +254,13 @@ func recordMetrics(rsvc *routingv1alpha1.RoutingService, plan rollout.Plan, take
 	promotedShards.WithLabelValues(rsvc.Namespace, rsvc.Name).Set(float64(promoted))
 	recordSchemaPhase(rsvc.Namespace, rsvc.Name, &plan.Status.Schema)
 	recordClusterMetrics(rsvc, plan.Status.Shards)
+	recordAlertMetrics(rsvc, plan)
 }
 
 // forgetMetrics removes a deleted RoutingService's series.
 func forgetMetrics(namespace, name string) {
 	phaseDuration.DeletePartialMatch(prometheus.Labels{"namespace": namespace, "name": name})
+	rollouts.DeletePartialMatch(prometheus.Labels{"namespace": namespace, "name": name})
 	currentStep.DeletePartialMatch(prometheus.Labels{"namespace": namespace, "name": name})
 	promotedShards.DeletePartialMatch(prometheus.Labels{"namespace": namespace, "name": name})
 	shardChecks.DeletePartialMatch(prometheus.Labels{"namespace": namespace, "name": name})
@@ -257,4 +268,5 @@ func forgetMetrics(namespace, name string) {
 	schemaPhase.DeletePartialMatch(prometheus.Labels{"namespace": namespace, "name": name})
 	schemaPhaseClock.set(namespace, name, "", nil)
 	forgetClusterMetrics(namespace, name)
+	forgetAlertMetrics(namespace, name)
 }

@@ -59,6 +59,9 @@ type RoutingServiceReconciler struct {
 	// budgetConflicts remembers the budget names held by others, for one Event per holder;
 	// retirementsWaiting, the retired places a cluster that does not answer keeps from cleanup.
 	budgetConflicts, retirementsWaiting eventMemo
+	// decisions remembers the decision logged last (logDecision), for one "decision" line per
+	// change.
+	decisions eventMemo
 }
 
 // +kubebuilder:rbac:groups=routing.schemagate.io,resources=routingservices,verbs=get;list;watch
@@ -99,6 +102,7 @@ func (r *RoutingServiceReconciler) reconcile(ctx context.Context, req ctrl.Reque
 			r.gate.forget(req.NamespacedName)
 			r.budgetConflicts.forget(req.NamespacedName)
 			r.retirementsWaiting.forget(req.NamespacedName)
+			r.decisions.forget(req.NamespacedName)
 			if r.Spokes != nil {
 				r.Spokes.Release(req.NamespacedName, nil)
 			}
@@ -200,6 +204,7 @@ func (r *RoutingServiceReconciler) reconcile(ctx context.Context, req ctrl.Reque
 	}
 	r.recordEvents(rsvc, plan.Events)
 	recordMetrics(rsvc, plan, observed.Measurements)
+	r.logDecision(log, req.NamespacedName, plan)
 	if err := r.retireSpokes(ctx, rsvc, stored, &plan.Status, spokes); err != nil {
 		return ctrl.Result{}, err
 	}

@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
-# Builds the control-plane binaries that envtest and the local cluster run, and the Prometheus server
-# test/prometheus runs, from source through the Go module proxy, and caches them under bin/k8s/
-# (git-ignored). Nothing prebuilt is downloaded.
+# Builds the control-plane binaries that envtest and the local cluster run, the Prometheus server
+# test/prometheus runs and the promtool test/alerts runs, from source through the Go module proxy,
+# and caches them under bin/k8s/ (git-ignored). Nothing prebuilt is downloaded.
 #
 # Usage: hack/build-binaries.sh [etcd] [kube-apiserver] [kubectl] [kube-controller-manager]
-#                               [kube-scheduler] [kwok] [prometheus] [helm]
+#                               [kube-scheduler] [kwok] [prometheus] [promtool] [helm]
 #                               [source-controller] [kustomize-controller]
 #        (no arguments: etcd kube-apiserver kubectl, the set envtest needs)
 #
@@ -67,7 +67,7 @@ stamp_of() {
     kwok) echo "kwok $kwok_version $goversion" ;;
     helm) echo "helm $helm_version $goversion" ;;
     source-controller|kustomize-controller) echo "$1 $flux_version $goversion $(sha256sum "$root/hack/flux/go.sum" | cut -c1-16)" ;;
-    prometheus) echo "prometheus $prometheus_version $goversion $(sha256sum "$root/hack/prometheus/go.sum" | cut -c1-16) $prometheus_tags" ;;
+    prometheus|promtool) echo "$1 $prometheus_version $goversion $(sha256sum "$root/hack/prometheus/go.sum" | cut -c1-16) $prometheus_tags" ;;
     *) echo "$1 $k8s_version $goversion $(sha256sum "$k8s_module/go.sum" | cut -c1-16)" ;;
   esac
 }
@@ -88,9 +88,9 @@ build() {
     helm) GOBIN=$(dirname "$dest") go install -trimpath \
             -ldflags "-s -w -X helm.sh/helm/v4/internal/version.version=$helm_version" "helm.sh/helm/v4/cmd/helm@$helm_version"
           [ "$(dirname "$dest")/helm" = "$dest" ] || mv "$(dirname "$dest")/helm" "$dest" ;;
-    prometheus) (cd "$root/hack/prometheus" && go build -trimpath -tags "$prometheus_tags" \
+    prometheus|promtool) (cd "$root/hack/prometheus" && go build -trimpath -tags "$prometheus_tags" \
                    -ldflags "-s -w -X github.com/prometheus/common/version.Version=$prometheus_release" \
-                   -o "$dest" github.com/prometheus/prometheus/cmd/prometheus) ;;
+                   -o "$dest" "github.com/prometheus/prometheus/cmd/$name") ;;
     source-controller|kustomize-controller)
       (cd "$root/hack/flux" && go build -trimpath -ldflags "-s -w" -o "$dest" "github.com/fluxcd/$name")
       local src
@@ -121,6 +121,7 @@ for name in "${names[@]}"; do
   note=""
   [ "$name" = kube-apiserver ] && note="; a cold build takes ~8-10 minutes and ~3 GB of memory"
   [ "$name" = prometheus ] && note="; a cold build takes ~2.5 minutes and ~1.3 GB of memory"
+  [ "$name" = promtool ] && note="; a cold build takes a few minutes"
   [ "${name%-controller}" != "$name" ] && note="; a cold build takes several minutes"
   echo "building $name ($want)$note" >&2
   build "$name" "$out/$name.tmp"

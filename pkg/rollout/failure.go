@@ -67,6 +67,7 @@ func (p *planner) handleFailure() {
 			if ss.Step == routingv1alpha1.ShardStepRollingBack {
 				p.stepTo(ss, routingv1alpha1.ShardStepRolledBack)
 				p.event(false, EventShardRolledBack, "shard %s is back on revision %s", shard.Name, revisionOf(target))
+				p.plan.Events[len(p.plan.Events)-1].Shard = shard.Name
 			}
 			back = append(back, shard.Name)
 			continue

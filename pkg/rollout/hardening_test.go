@@ -171,6 +171,12 @@ func TestS17RollbackChangesOnlyTouchedShards(t *testing.T) {
 	if !w.sawEvent(EventRollingBack) || !w.sawEvent(EventShardRolledBack) {
 		t.Fatalf("no RollingBack/ShardRolledBack Events for us-east: %v", w.log)
 	}
+	// The ShardRolledBack Event names its shard (schemagate_shard_rollbacks_total counts by it).
+	for _, e := range w.events {
+		if e.Reason == EventShardRolledBack && e.Shard != "us-east" {
+			t.Fatalf("ShardRolledBack Event of shard %q, want us-east: %s", e.Shard, e.Message)
+		}
+	}
 }
 
 // S-17, item 4: the reconcile that completes v2 everywhere loses its status write, so stable is

@@ -180,6 +180,9 @@ type Event struct {
 	// Check names the check of spec.strategy.checks whose outcome this Event records (its
 	// Reason: ShardCheckPassed, ShardCheckFailed or ShardCheckInconclusive); empty otherwise.
 	Check string
+	// Shard names the shard a ShardRolledBack Event is about (the manager counts rollbacks per
+	// shard: schemagate_shard_rollbacks_total); empty otherwise.
+	Shard string
 }
 
 // Plan is the planner's answer: the actions to apply, the status to write (written only when it
