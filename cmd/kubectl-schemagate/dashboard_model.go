@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"math"
 	"reflect"
-	"regexp"
 	"sort"
 	"strconv"
 	"strings"
@@ -19,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	routingv1alpha1 "github.com/schemagate/schemagate/api/v1alpha1"
+	"github.com/schemagate/schemagate/pkg/checkspec"
 	"github.com/schemagate/schemagate/pkg/preview"
 	"github.com/schemagate/schemagate/pkg/rollout"
 )
@@ -377,7 +377,8 @@ func eventTime(e corev1.Event) time.Time {
 }
 
 // checkPlots are the measurements of every shard check, with the thresholds its prometheus
-// conditions give when threshold reads one (`result < 0.01`; an http check's value is a status
+// conditions give when checkspec.Threshold reads one (`result < 0.01`: the threshold the
+// manager's schemagate_check_threshold metric reports too; an http check's value is a status
 // code, with no threshold to draw).
 func checkPlots(r *routingv1alpha1.RoutingService) []CheckPlot {
 	spec := map[string]*routingv1alpha1.ShardCheck{}
@@ -393,7 +394,7 @@ func checkPlots(r *routingv1alpha1.RoutingService) []CheckPlot {
 			}
 			if sc := spec[c.Name]; sc != nil && sc.Prometheus != nil {
 				for _, cond := range []struct{ kind, expr string }{{"success", sc.Prometheus.SuccessCondition}, {"failure", sc.Prometheus.FailureCondition}} {
-					if op, v, ok := threshold(cond.expr); ok {
+					if op, v, ok := checkspec.Threshold(cond.expr); ok {
 						p.Thresholds = append(p.Thresholds, PlotThreshold{Kind: cond.kind, Op: op, Value: jsonNumber(v), Condition: cond.expr})
 					}
 				}
@@ -411,25 +412,6 @@ func measuredValue(s string) jsonNumber {
 		return jsonNumber(math.NaN())
 	}
 	return jsonNumber(f)
-}
-
-// thresholdExpr is a condition `result <op> number`.
-var thresholdExpr = regexp.MustCompile(`^\s*result\s*(<=|>=|==|<|>)\s*([-+]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][-+]?[0-9]+)?)\s*$`)
-
-// threshold reads the number a condition compares result with, when the condition is one
-// comparison of result with a number; ok is false for anything else (a compound condition
-// draws no line). A minimal parser, until pkg/checkspec's Threshold (being written beside this)
-// lands; then the plot should use that one, so the dashboard and the metrics agree.
-func threshold(cond string) (op string, v float64, ok bool) {
-	m := thresholdExpr.FindStringSubmatch(cond)
-	if m == nil {
-		return "", 0, false
-	}
-	f, err := strconv.ParseFloat(m[2], 64)
-	if err != nil || math.IsNaN(f) || math.IsInf(f, 0) {
-		return "", 0, false
-	}
-	return m[1], f, true
 }
 
 // encodeSnapshot encodes s compactly (one line: one SSE data field).

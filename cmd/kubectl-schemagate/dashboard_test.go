@@ -171,31 +171,6 @@ func TestDashboardNaN(t *testing.T) {
 	}
 }
 
-func TestThreshold(t *testing.T) {
-	for _, tc := range []struct {
-		cond string
-		op   string
-		v    float64
-		ok   bool
-	}{
-		{"result < 1.0", "<", 1, true},
-		{" result>=0.99 ", ">=", 0.99, true},
-		{"result == 200.0", "==", 200, true},
-		{"result < 1e-3", "<", 0.001, true},
-		{"result > -2.5", ">", -2.5, true},
-		{"result < 1e999", "", 0, false},
-		{"result < 1.0 && result > 0.0", "", 0, false},
-		{"result < other", "", 0, false},
-		{"size(x) < 1.0", "", 0, false},
-		{"", "", 0, false},
-	} {
-		op, v, ok := threshold(tc.cond)
-		if op != tc.op || v != tc.v || ok != tc.ok {
-			t.Errorf("threshold(%q) = %q %v %v, want %q %v %v", tc.cond, op, v, ok, tc.op, tc.v, tc.ok)
-		}
-	}
-}
-
 // Every string from the cluster is cut to 1 KiB, on a rune boundary.
 func TestDashboardCutsMessages(t *testing.T) {
 	long := strings.Repeat("é", 3000) // 6000 bytes
