@@ -128,9 +128,13 @@ func (d *dashServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			_, _ = w.Write(b)
 		}
 	case "/events":
-		if d.onlyGet(w, r) {
-			d.serveEvents(w, r)
+		// GET only: a HEAD would hold a stream open with nothing to send it to.
+		if r.Method != http.MethodGet {
+			h.Set("Allow", "GET")
+			http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
+			return
 		}
+		d.serveEvents(w, r)
 	case "/api/snapshot":
 		if d.onlyGet(w, r) {
 			h.Set("Content-Type", "application/json")

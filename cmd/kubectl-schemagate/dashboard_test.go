@@ -342,6 +342,9 @@ func TestDashboardKeyAndPage(t *testing.T) {
 			t.Errorf("%s: %d %s", path, rec.Code, rec.Header().Get("Content-Type"))
 		}
 	}
+	if rec := request(d, "HEAD", "/events", "", true, false, nil); rec.Code != http.StatusMethodNotAllowed {
+		t.Errorf("HEAD /events: %d", rec.Code)
+	}
 	if rec := request(d, "GET", "/", "", true, false, func(r *http.Request) { r.Host = "evil.example:8111" }); rec.Code != http.StatusMisdirectedRequest {
 		t.Errorf("wrong Host: %d", rec.Code)
 	}

@@ -302,7 +302,13 @@
   function connect() {
     const es = new EventSource('/events');
     es.addEventListener('open', () => { conn.dataset.state = 'live'; conn.textContent = 'live'; });
-    es.addEventListener('error', () => { conn.dataset.state = 'reconnecting'; conn.textContent = 'reconnecting…'; });
+    es.addEventListener('error', () => {
+      // A closed stream is not retried (the server refused it: stopped and started again with a
+      // new key, or too many tabs); a dropped one is, by the browser.
+      const closed = es.readyState === EventSource.CLOSED;
+      conn.dataset.state = closed ? 'closed' : 'reconnecting';
+      conn.textContent = closed ? 'disconnected: open the URL the dashboard printed' : 'reconnecting…';
+    });
     es.addEventListener('snapshot', e => {
       snap = JSON.parse(e.data);
       skew = Date.parse(snap.now) - Date.now();
