@@ -67,7 +67,8 @@
     for (let i = 0; i < (s || '').length; i++) h = (h * 31 + s.charCodeAt(i)) % 360;
     return h;
   }
-  function revColor(rev) { return rev ? 'hsl(' + hue(rev) + ' 55% 62%)' : '#ccc'; }
+  // A revision's colour: a hue from teal to purple, away from the red and green of the states.
+  function revColor(rev) { return rev ? 'hsl(' + (170 + hue(rev) % 140) + ' 50% 68%)' : '#ccc'; }
   function fmtTime(t) { return t ? new Date(t).toISOString().replace('T', ' ').replace(/\.\d+Z$/, 'Z') : ''; }
   function key(v) { return v.namespace + '/' + v.name; }
   function link(v) { return '#/' + encodeURIComponent(v.namespace) + '/' + encodeURIComponent(v.name); }
