@@ -76,11 +76,11 @@ func TestChaosManagerKills(t *testing.T) {
 	}
 }
 
-// Restart and outage safety: kube-apiserver stops for 60 s (SCHEMAGATE_OUTAGE_SECONDS) in the
+// Restart and outage safety: kube-apiserver stops for 30 s (SCHEMAGATE_OUTAGE_SECONDS) in the
 // middle of a rollout. Nothing serving is scaled down because of it (the checker's I2 sees every
 // ReplicaSet again when its watch comes back), and the rollout completes afterwards.
 func TestAPIServerOutageMidRollout(t *testing.T) {
-	outage := time.Duration(envInt("SCHEMAGATE_OUTAGE_SECONDS", 60)) * time.Second
+	outage := time.Duration(envInt("SCHEMAGATE_OUTAGE_SECONDS", 30)) * time.Second
 	ns := steadyV1(t)
 	kit().Update(t, ns, func(r *routingv1alpha1.RoutingService) {
 		story.ToV2("app:v2", "migrate:v2")(r)

@@ -40,13 +40,22 @@ func badV2(db string, checks []routingv1alpha1.ShardCheck) func(*routingv1alpha1
 	}
 }
 
-// scraped is rs-a on the real stack with its router pods annotated for Prometheus, baking 20 s.
+// scraped is rs-a on the real stack with its router pods annotated for Prometheus, baking 1 s:
+// v1's first rollout has nothing to judge, so its bake only costs time.
 func scraped(ns, db string) *routingv1alpha1.RoutingService {
 	r := realRoutingService(ns, db)
 	r.Spec.Template.Annotations = map[string]string{"prometheus.io/scrape": "true", "prometheus.io/port": fmt.Sprint(routerPort)}
-	r.Spec.Strategy.BakeSeconds = ptr.To(int32(20))
+	r.Spec.Strategy.BakeSeconds = ptr.To(int32(1))
 	return r
 }
+
+// Bakes of the bad v2 in seconds. With the check, us-east bakes 20 s: its measurements (3 s
+// initial delay, then 4 every 2 s) all fall inside the bake. Without it, each region bakes 5 s:
+// enough for the 404s to reach users in every region, which is what that story shows.
+const (
+	badV2BakeWithCheck    = 20
+	badV2BakeWithoutCheck = 5
+)
 
 // bad404Rollout rolls the bad v2 out under traffic and returns the traffic report and the
 // RoutingService at the end: Ready (no check) or Stalled and rolled back (with it).
@@ -76,8 +85,15 @@ func bad404Rollout(t *testing.T, name string, withCheck bool) (traffic.Report, *
 			Measurement: routingv1alpha1.Measurement{IntervalSeconds: ptr.To(int32(2)), Count: ptr.To(int32(4)),
 				InitialDelaySeconds: ptr.To(int32(3)), InconclusiveLimit: ptr.To(int32(2))}}}
 	}
+	bake := int32(badV2BakeWithoutCheck)
+	if withCheck {
+		bake = badV2BakeWithCheck
+	}
 	began := time.Now()
-	kit().Update(t, ns, badV2(db, checks))
+	kit().Update(t, ns, func(r *routingv1alpha1.RoutingService) {
+		badV2(db, checks)(r)
+		r.Spec.Strategy.BakeSeconds = ptr.To(bake)
+	})
 	done := func() error {
 		r := kit().Get(t, ns)
 		if withCheck {
@@ -151,7 +167,6 @@ func TestShardCheckNoDataHoldsUntilPromoted(t *testing.T) {
 	}
 	t.Cleanup(prom.Stop)
 	r := scraped(ns, db)
-	r.Spec.Strategy.BakeSeconds = ptr.To(int32(1))
 	if err := k8s.Create(ctx, r); err != nil {
 		t.Fatal(err)
 	}

@@ -192,14 +192,14 @@ func TestFluxPauseByCommit(t *testing.T) {
 	v1 := e2eFixture(ns)
 	sha1 := commit("rs-a v1", v1)
 	// The timeout must cover what is left of the rollout when it resumes (two shards' progress
-	// and bake, ~40 s), and a pause outlasts it.
-	fluxSync(t, ns, repo, "90s")
+	// and bake, ~30 s), and a pause outlasts it.
+	fluxSync(t, ns, repo, "60s")
 	waitKustomization(t, ns, "True", sha1, 2*time.Minute)
 
 	v2 := e2eFixture(ns)
 	story.ToV2("app:v2", "migrate:v2")(v2)
-	v2.Spec.Strategy.BakeSeconds = ptr.To(int32(15))
-	commit("rs-a v2, a 15 s bake per shard", v2)
+	v2.Spec.Strategy.BakeSeconds = ptr.To(int32(10))
+	commit("rs-a v2, a 10 s bake per shard", v2)
 	story.Eventually(t, time.Minute, "the first shard bakes", kit().HasCondition(t, ns, routingv1alpha1.ConditionReconciling, metav1.ConditionTrue, routingv1alpha1.ReasonShardBaking))
 	paused := v2.DeepCopy()
 	paused.Spec.Paused = true

@@ -164,8 +164,16 @@ func TestGitOpsContract(t *testing.T) {
 		fmt.Sprintf(`schemagate_phase_duration_seconds_count{name="rs-a",namespace="%s",phase="gate_wait",shard=""}`, ns),
 		fmt.Sprintf(`schemagate_phase_duration_seconds_count{name="rs-a",namespace="%s",phase="shard_progress",shard="us-east"}`, ns),
 		fmt.Sprintf(`schemagate_phase_duration_seconds_count{name="rs-a",namespace="%s",phase="shard_bake",shard="ap-south"}`, ns),
-		`schemagate_rollouts_total{outcome="complete"}`,
-		`schemagate_rollouts_total{outcome="failed"}`,
+		fmt.Sprintf(`schemagate_rollouts_total{name="rs-a",namespace="%s",outcome="complete"}`, ns),
+		fmt.Sprintf(`schemagate_rollouts_total{name="rs-a",namespace="%s",outcome="failed"}`, ns),
+		// Served at 0 from the first reconcile, so the alerts' increase() sees a first abort.
+		fmt.Sprintf(`schemagate_rollouts_total{name="rs-a",namespace="%s",outcome="aborted"} 0`, ns),
+		// The series the chart's alert rules and Grafana dashboard read (docs/monitoring.md).
+		fmt.Sprintf(`schemagate_stalled{name="rs-a",namespace="%s"} 1`, ns),
+		fmt.Sprintf(`schemagate_shard_rollbacks_total{name="rs-a",namespace="%s",shard="ap-south"}`, ns),
+		`schemagate_schema_info{confirmed=`,
+		`controller_runtime_reconcile_errors_total{controller="routingservice"}`,
+		`controller_runtime_reconcile_time_seconds_bucket{controller="routingservice"`,
 		fmt.Sprintf(`schemagate_rollout_step{name="rs-a",namespace="%s",reason="ProgressDeadlineExceeded"} 1`, ns),
 		fmt.Sprintf(`schemagate_promoted_shards{name="rs-a",namespace="%s"}`, ns),
 		`controller_runtime_reconcile_total{controller="routingservice"`,
