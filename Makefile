@@ -122,7 +122,7 @@ chromium: ## Install Chromium (Debian's chromium package) when missing: the dash
 test-e2e: build cluster-binaries prometheus-binary helm-binary flux-binaries postgres chromium plugin ## End-to-end tests on the local cluster (real ReplicaSet, Job and scheduler controllers), the incidents replayed with real routers, PostgreSQL and traffic, a hub with three region clusters, Flux syncing RoutingServices from a Git repository, and two releases installed, upgraded and removed; RUN=<regex> runs a part.
 	go build -o $(BIN)/edge-router ./examples/edge-router
 	go build -o $(BIN)/schemagate-schema ./cmd/schemagate-schema
-	SCHEMAGATE_BIN=$(BIN) SCHEMAGATE_REQUIRE_PROMETHEUS=1 go test -tags e2e -timeout 50m -p 1 -parallel $(TEST_PARALLEL) $(GO_TEST_RUN) ./test/prometheus/ ./test/alerts/ ./test/nodeagent/ ./test/e2e/ ./test/multicluster/ -count=1 -v
+	SCHEMAGATE_BIN=$(BIN) SCHEMAGATE_REQUIRE_PROMETHEUS=1 go test -tags e2e -timeout 50m -p 1 -parallel $(TEST_PARALLEL) $(GO_TEST_RUN) ./test/prometheus/ ./test/alerts/ ./cmd/kubectl-schemagate/ ./test/nodeagent/ ./test/e2e/ ./test/multicluster/ -count=1 -v
 
 .PHONY: fuzz
 fuzz: ## Fuzz the planner and the parsers longer: FUZZTIME=5m by default

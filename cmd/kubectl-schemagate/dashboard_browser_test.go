@@ -1,135 +1,28 @@
-//go:build browser
+//go:build browser || e2e
 
 package main
 
 import (
-	"context"
 	"fmt"
-	"os/exec"
+	"os"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
-	"github.com/chromedp/cdproto/cdp"
-	cdplog "github.com/chromedp/cdproto/log"
-	"github.com/chromedp/cdproto/page"
-	"github.com/chromedp/cdproto/runtime"
 	"github.com/chromedp/chromedp"
+
+	"github.com/schemagate/schemagate/test/browser"
 )
 
-// chromium is the path of a Chromium on PATH, "" when there is none.
-func chromium() string {
-	for _, name := range []string{"chromium", "chromium-browser"} {
-		if p, err := exec.LookPath(name); err == nil {
-			return p
-		}
-	}
-	return ""
-}
-
-// browser starts a headless Chromium for the test. It accepts every confirm() (a control's
-// confirmation) and collects the page's JavaScript exceptions, console errors and error logs (a
-// Content-Security-Policy violation is one); problems returns them once the events of the last
-// step have arrived.
-func browser(t *testing.T) (ctx context.Context, problems func() []string) {
-	t.Helper()
-	path := chromium()
-	if path == "" {
-		t.Skip("no chromium or chromium-browser on PATH")
-	}
-	alloc, cancelAlloc := chromedp.NewExecAllocator(context.Background(),
-		chromedp.ExecPath(path),
-		chromedp.Flag("headless", true),
-		chromedp.Flag("no-sandbox", true),
-		chromedp.Flag("disable-gpu", true),
-		chromedp.Flag("no-first-run", true),
-		chromedp.Flag("disable-background-networking", true),
-		chromedp.Flag("disable-component-update", true),
-		chromedp.Flag("disable-sync", true),
-		chromedp.UserDataDir(t.TempDir()),
-	)
-	ctx, cancel := chromedp.NewContext(alloc)
-	ctx, cancelTimeout := context.WithTimeout(ctx, 4*time.Minute)
-	t.Cleanup(func() { cancelTimeout(); cancel(); cancelAlloc() })
-	if _, err := chromedp.Call(ctx, cdplog.Enable, cdp.Empty{}); err != nil {
-		t.Fatal(err)
-	}
-	var mu sync.Mutex
-	var found []string
-	add := func(s string) {
-		mu.Lock()
-		defer mu.Unlock()
-		found = append(found, s)
-	}
-	exceptions := chromedp.Events(ctx, runtime.ExceptionThrown)
-	console := chromedp.Events(ctx, runtime.ConsoleAPICalled)
-	logs := chromedp.Events(ctx, cdplog.EntryAdded)
-	dialogs := chromedp.Events(ctx, page.JavascriptDialogOpening)
-	go func() {
-		for ev, err := range exceptions {
-			if err != nil {
-				return
-			}
-			msg := ev.ExceptionDetails.Text
-			if ev.ExceptionDetails.Exception != nil {
-				msg += " " + ev.ExceptionDetails.Exception.Description
-			}
-			add("exception: " + msg)
-		}
-	}()
-	go func() {
-		for ev, err := range console {
-			if err != nil {
-				return
-			}
-			if ev.Type == runtime.ConsoleAPICalledTypeError {
-				add("console.error")
-			}
-		}
-	}()
-	go func() {
-		for ev, err := range logs {
-			if err != nil {
-				return
-			}
-			if ev.Entry != nil && ev.Entry.Level == cdplog.EntryLevelError {
-				add("log: " + ev.Entry.Text)
-			}
-		}
-	}()
-	go func() {
-		for _, err := range dialogs {
-			if err != nil {
-				return
-			}
-			if _, err := chromedp.Call(ctx, page.HandleJavaScriptDialog, page.HandleJavaScriptDialogParams{Accept: true}); err != nil {
-				add("dialog: " + err.Error())
-			}
-		}
-	}()
-	return ctx, func() []string {
-		time.Sleep(300 * time.Millisecond) // the events come on their own goroutines
-		mu.Lock()
-		defer mu.Unlock()
-		return append([]string(nil), found...)
-	}
-}
-
-// eval evaluates expr in the page.
-func eval[T any](t *testing.T, ctx context.Context, expr string) T {
-	t.Helper()
-	v, err := chromedp.Run(ctx, chromedp.Evaluate[T](expr))
-	if err != nil {
-		t.Fatalf("%s: %v", expr, err)
-	}
-	return v
-}
+// requireBrowser: under `make test-e2e` (SCHEMAGATE_BIN set), which installs Chromium, a missing
+// browser fails the test; elsewhere it skips it.
+func requireBrowser() bool { return os.Getenv("SCHEMAGATE_BIN") != "" }
 
 // TestBrowserGoldenStates serves each golden state of get to headless Chromium and checks that
 // the overview and the detail page render, with no JavaScript exception.
 func TestBrowserGoldenStates(t *testing.T) {
-	ctx, problems := browser(t)
+	br := browser.Start(t, requireBrowser(), 4*time.Minute)
+	ctx, problems := br.Ctx, br.Problems
 	for _, gs := range goldenStates {
 		t.Run(gs.state, func(t *testing.T) {
 			w := goldenWorld(t, gs.state)
@@ -141,9 +34,9 @@ func TestBrowserGoldenStates(t *testing.T) {
 				t.Fatal(err)
 			}
 			m := buildService(w.u, r, w.objs, nil, nil, w.now)
-			b := newBroker()
+			brk := newBroker()
 			cl := w.clients()
-			d, err := newDashServer("", "", false, b, testApp(cl, w.now).dashboardControl(cl))
+			d, err := newDashServer("", "", false, brk, testApp(cl, w.now).dashboardControl(cl))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -152,7 +45,7 @@ func TestBrowserGoldenStates(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			b.publish(data)
+			brk.publish(data)
 			v := m.View
 			err = chromedp.Do(ctx,
 				chromedp.Navigate(base+"/?key="+d.key),
@@ -161,7 +54,7 @@ func TestBrowserGoldenStates(t *testing.T) {
 			if err != nil {
 				t.Fatalf("overview: %v; page problems: %v", err, problems())
 			}
-			regions := eval[int](t, ctx, `document.querySelectorAll('#services tr.svc .region').length`)
+			regions := browser.Eval[int](t, br, `document.querySelectorAll('#services tr.svc .region').length`)
 			err = chromedp.Do(ctx,
 				chromedp.Evaluate[chromedp.Void](fmt.Sprintf(`location.hash = %q`, "#/"+v.Namespace+"/"+v.Name)),
 				chromedp.WaitVisible(chromedp.CSS(fmt.Sprintf(`#detail[data-state=%q]`, v.State))),
@@ -169,13 +62,13 @@ func TestBrowserGoldenStates(t *testing.T) {
 			if err != nil {
 				t.Fatalf("detail: %v; page problems: %v", err, problems())
 			}
-			shards := eval[int](t, ctx, `document.querySelectorAll('#shards tr[data-shard]').length`)
-			rows := eval[int](t, ctx, `document.querySelectorAll('#conditions tr[data-condition]').length`)
-			timeline := eval[int](t, ctx, `document.querySelectorAll('#timeline tr[data-kind]').length`)
-			planText := eval[string](t, ctx, `document.getElementById('plan-text').textContent`)
-			injected := eval[string](t, ctx, `document.getElementById('injected') === null && document.querySelector('#conditions b') === null ? document.querySelector('#conditions tbody').textContent : 'INJECTED'`)
-			status := eval[string](t, ctx, `document.getElementById('conn').dataset.state`)
-			plots := eval[int](t, ctx, `document.querySelectorAll('#checks svg.plot').length`)
+			shards := browser.Eval[int](t, br, `document.querySelectorAll('#shards tr[data-shard]').length`)
+			rows := browser.Eval[int](t, br, `document.querySelectorAll('#conditions tr[data-condition]').length`)
+			timeline := browser.Eval[int](t, br, `document.querySelectorAll('#timeline tr[data-kind]').length`)
+			planText := browser.Eval[string](t, br, `document.getElementById('plan-text').textContent`)
+			injected := browser.Eval[string](t, br, `document.getElementById('injected') === null && document.querySelector('#conditions b') === null ? document.querySelector('#conditions tbody').textContent : 'INJECTED'`)
+			status := browser.Eval[string](t, br, `document.getElementById('conn').dataset.state`)
+			plots := browser.Eval[int](t, br, `document.querySelectorAll('#checks svg.plot').length`)
 			if plots != len(m.Checks) {
 				t.Errorf("%d plots, want %d", plots, len(m.Checks))
 			}
@@ -195,7 +88,7 @@ func TestBrowserGoldenStates(t *testing.T) {
 				t.Errorf("connection %q", status)
 			}
 			for _, c := range v.Shards {
-				step := eval[string](t, ctx, fmt.Sprintf(`document.querySelector('#shards tr[data-shard=%q]').dataset.step`, c.Name))
+				step := browser.Eval[string](t, br, fmt.Sprintf(`document.querySelector('#shards tr[data-shard=%q]').dataset.step`, c.Name))
 				if want := c.Step; step != want && !(want == "" && step == "Unknown") {
 					t.Errorf("shard %s step %q, want %q", c.Name, step, want)
 				}
@@ -210,11 +103,12 @@ func TestBrowserGoldenStates(t *testing.T) {
 // TestBrowserControl clicks pause in the browser: the confirmation is accepted, the request
 // carries the page's token and Origin, and the RoutingService is paused.
 func TestBrowserControl(t *testing.T) {
-	ctx, problems := browser(t)
+	br := browser.Start(t, requireBrowser(), 4*time.Minute)
+	ctx, problems := br.Ctx, br.Problems
 	w := goldenWorld(t, "progressing")
-	b := newBroker()
+	brk := newBroker()
 	cl := w.clients()
-	d, err := newDashServer("", "", false, b, testApp(cl, w.now).dashboardControl(cl))
+	d, err := newDashServer("", "", false, brk, testApp(cl, w.now).dashboardControl(cl))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -223,7 +117,7 @@ func TestBrowserControl(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	b.publish(data)
+	brk.publish(data)
 	err = chromedp.Do(ctx,
 		chromedp.Navigate(base+"/?key="+d.key+"#/"+w.r.Namespace+"/"+w.r.Name),
 		chromedp.WaitVisible(chromedp.CSS(`#controls button[data-action=pause]`)),
@@ -233,7 +127,7 @@ func TestBrowserControl(t *testing.T) {
 	if err != nil {
 		t.Fatalf("%v; page problems: %v", err, problems())
 	}
-	result := eval[string](t, ctx, `document.getElementById('control-result').textContent`)
+	result := browser.Eval[string](t, br, `document.getElementById('control-result').textContent`)
 	if !strings.Contains(result, "routingservice "+w.r.Namespace+"/rs-a paused") {
 		t.Errorf("result %q", result)
 	}

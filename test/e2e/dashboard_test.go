@@ -1,0 +1,302 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/cookiejar"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	routingv1alpha1 "github.com/schemagate/schemagate/api/v1alpha1"
+	"github.com/schemagate/schemagate/test/browser"
+	"github.com/schemagate/schemagate/test/story"
+)
+
+// Issue 26: `kubectl schemagate dashboard`, the built plugin run against the local cluster as a
+// person runs it, driven in a headless Chromium while three RoutingServices of one namespace roll
+// out on kwok's pods: rs-a completes, rs-bake holds its first shard in a 10-minute bake, rs-fail's
+// migration fails.
+
+// dashboard runs `kubectl schemagate dashboard args…` until the test ends and returns the URL it
+// printed (with its key) and its address (http://127.0.0.1:port).
+func dashboard(t *testing.T, args ...string) (pageURL, base string) {
+	t.Helper()
+	cmd := exec.Command(filepath.Join(binDir, "kubectl-schemagate"), append(append([]string{"dashboard"}, args...), "--kubeconfig", cluster.Kubeconfig)...)
+	cmd.Env = append(os.Environ(), "NO_COLOR=1")
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	logf, err := os.Create(filepath.Join(stateDir, "logs", "dashboard-"+strings.ReplaceAll(t.Name(), "/", "-")+".log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stderr = logf
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = cmd.Process.Signal(syscall.SIGINT)
+		done := make(chan error, 1)
+		go func() { done <- cmd.Wait() }()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Errorf("the dashboard did not stop cleanly on SIGINT: %v (log %s)", err, logf.Name())
+			}
+		case <-time.After(10 * time.Second):
+			_ = cmd.Process.Kill()
+			t.Errorf("the dashboard ran on 10 s after SIGINT")
+		}
+		logf.Close()
+	})
+	found := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(out)
+		for sc.Scan() {
+			if u := strings.TrimSpace(sc.Text()); strings.HasPrefix(u, "http://") {
+				found <- u
+			}
+		}
+	}()
+	select {
+	case pageURL = <-found:
+	case <-time.After(30 * time.Second):
+		t.Fatalf("the dashboard printed no URL within 30 s (log %s)", logf.Name())
+	}
+	u, err := url.Parse(pageURL)
+	if err != nil || u.Hostname() != "127.0.0.1" || u.Query().Get("key") == "" {
+		t.Fatalf("the dashboard printed %q: want http://127.0.0.1:PORT/?key=…", pageURL)
+	}
+	return pageURL, "http://" + u.Host
+}
+
+// controlStatus POSTs a pause of ns/name to the dashboard's control endpoint as another program
+// on the machine would, and returns the answer's status code. cookie and token are what it holds
+// ("" for none); host, when set, replaces the Host header.
+func controlStatus(t *testing.T, base, ns, name string, jar http.CookieJar, token, host string) int {
+	t.Helper()
+	body := fmt.Sprintf(`{"action":"pause","namespace":%q,"name":%q}`, ns, name)
+	req, err := http.NewRequest(http.MethodPost, base+"/api/control", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Origin", base)
+	if token != "" {
+		req.Header.Set("X-Schemagate-Token", token)
+	}
+	if host != "" {
+		req.Host = host
+	}
+	c := &http.Client{Jar: jar, Timeout: 10 * time.Second}
+	resp, err := c.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	return resp.StatusCode
+}
+
+var tokenMeta = regexp.MustCompile(`<meta name="schemagate-token" content="([^"]+)">`)
+
+// keyHolder opens the printed URL with a cookie jar, as the browser does, and returns the jar
+// (holding the key's cookie) and the page's token.
+func keyHolder(t *testing.T, pageURL string) (http.CookieJar, string) {
+	t.Helper()
+	jar, _ := cookiejar.New(nil)
+	c := &http.Client{Jar: jar, Timeout: 10 * time.Second}
+	resp, err := c.Get(pageURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	page, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	resp.Body.Close()
+	m := tokenMeta.FindSubmatch(page)
+	if resp.StatusCode != http.StatusOK || m == nil {
+		t.Fatalf("GET %s: %d, token found %v", pageURL, resp.StatusCode, m != nil)
+	}
+	return jar, string(m[1])
+}
+
+// controlsSet lists the control annotations r carries, "" when none.
+func controlsSet(r *routingv1alpha1.RoutingService) string {
+	var set []string
+	for _, k := range []string{routingv1alpha1.AnnotationAbort, routingv1alpha1.AnnotationRetry, routingv1alpha1.AnnotationPromote} {
+		if v, ok := r.Annotations[k]; ok {
+			set = append(set, k+"="+v)
+		}
+	}
+	return strings.Join(set, ", ")
+}
+
+func TestDashboardInABrowser(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	ns := kit().NewNamespace(t)
+	named := func(name string) *routingv1alpha1.RoutingService {
+		r := e2eFixture(ns)
+		r.Name = name
+		r.Spec.Template.Labels = map[string]string{"app": name}
+		return r
+	}
+	done, baking, failing := named("rs-a"), named("rs-bake"), named("rs-fail")
+	baking.Spec.Strategy.BakeSeconds = ptr.To(int32(600))
+	failing.Spec.Schema.Migration.Template.Annotations = map[string]string{"schemagate.io/fake-pod": "fail"}
+	for _, r := range []*routingv1alpha1.RoutingService{done, baking, failing} {
+		if err := k8s.Create(ctx, r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	get := func(name string) *routingv1alpha1.RoutingService {
+		t.Helper()
+		r := &routingv1alpha1.RoutingService{}
+		if err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, r); err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	condition := func(name, typ string, status metav1.ConditionStatus, reason string) func() error {
+		return func() error {
+			r := get(name)
+			if c := story.Condition(r, typ); c == nil || c.Status != status || c.Reason != reason || c.ObservedGeneration != r.Generation {
+				return fmt.Errorf("%s: %s is %+v, want %s %s", name, typ, c, status, reason)
+			}
+			return nil
+		}
+	}
+
+	pageURL, base := dashboard(t, "-n", ns, "--port", "0")
+	b := browser.Start(t, true, 4*time.Minute)
+
+	// The overview: the three RoutingServices, each with its state, and rs-bake's first shard
+	// baking while the other two shards wait.
+	b.Do(t, "open the printed URL", chromedp.Navigate(pageURL))
+	b.WaitFor(t, 2*time.Minute, `#services tr.svc[data-name="rs-a"][data-state="Ready"]`)
+	b.WaitFor(t, time.Minute, `#services tr.svc[data-name="rs-fail"][data-state="Stalled"]`)
+	b.WaitFor(t, time.Minute, `#services tr.svc[data-name="rs-bake"] .region[data-shard="us-east"][data-step="Baking"]`)
+	if n := browser.Eval[int](t, b, `document.querySelectorAll('#services tr.svc').length`); n != 3 {
+		t.Errorf("the overview lists %d RoutingServices, want 3", n)
+	}
+	if key := browser.Eval[string](t, b, `location.search`); key != "" {
+		t.Errorf("the key stayed in the address bar: %q", key)
+	}
+
+	// rs-bake's page: the bake's countdown, the timeline, the plan.
+	b.Do(t, "open rs-bake", chromedp.Evaluate[chromedp.Void](fmt.Sprintf(`location.hash = %q`, "#/"+ns+"/rs-bake")))
+	b.WaitFor(t, 30*time.Second, `#detail[data-name="rs-bake"] #shards tr[data-shard="us-east"][data-step="Baking"]`)
+	if n := browser.Eval[int](t, b, `document.querySelectorAll('#shards tr[data-shard="us-east"] .countdown').length`); n == 0 {
+		t.Error("no countdown beside the baking shard")
+	}
+	if n := browser.Eval[int](t, b, `document.querySelectorAll('#timeline tr[data-kind]').length`); n < 3 {
+		t.Errorf("the timeline has %d entries, want the migration Job, the shard's steps and the conditions", n)
+	}
+	if text := browser.Eval[string](t, b, `document.getElementById('plan-text').textContent`); text == "" {
+		t.Error("no plan of the live spec")
+	}
+
+	// Refused controls change nothing: without the key (401), without the page's token or with
+	// a wrong one (403), to another Host (421).
+	jar, token := keyHolder(t, pageURL)
+	noKey, _ := cookiejar.New(nil)
+	for _, c := range []struct {
+		what  string
+		jar   http.CookieJar
+		token string
+		host  string
+		want  int
+	}{
+		{"no key", noKey, token, "", http.StatusUnauthorized},
+		{"no token", jar, "", "", http.StatusForbidden},
+		{"a wrong token", jar, "x" + token, "", http.StatusForbidden},
+		{"another Host", jar, token, "rebound.example:80", http.StatusMisdirectedRequest},
+	} {
+		if got := controlStatus(t, base, ns, "rs-bake", c.jar, c.token, c.host); got != c.want {
+			t.Errorf("a pause with %s: %d, want %d", c.what, got, c.want)
+		}
+	}
+	if r := get("rs-bake"); r.Spec.Paused || controlsSet(r) != "" {
+		t.Fatalf("a refused control changed rs-bake: paused %v, %s", r.Spec.Paused, controlsSet(r))
+	}
+
+	// The buttons act through the cluster, each after a confirmation that names the object.
+	click := func(action string) {
+		t.Helper()
+		sel := fmt.Sprintf(`#controls button[data-action=%q]:not([disabled])`, action)
+		b.WaitFor(t, 30*time.Second, sel)
+		b.Do(t, "click "+action, chromedp.Click(chromedp.CSS(sel)))
+	}
+	click("pause")
+	story.Eventually(t, 30*time.Second, "paused from the page", func() error {
+		if !get("rs-bake").Spec.Paused {
+			return fmt.Errorf("not paused")
+		}
+		return nil
+	})
+	story.Eventually(t, 30*time.Second, "Paused", condition("rs-bake", routingv1alpha1.ConditionReconciling, metav1.ConditionTrue, routingv1alpha1.ReasonPaused))
+	b.WaitFor(t, 30*time.Second, `#detail[data-name="rs-bake"][data-state="Paused"]`)
+	click("resume")
+	story.Eventually(t, 30*time.Second, "resumed from the page", func() error {
+		if get("rs-bake").Spec.Paused {
+			return fmt.Errorf("still paused")
+		}
+		return nil
+	})
+	b.WaitFor(t, 30*time.Second, `#detail[data-name="rs-bake"] #shards tr[data-shard="us-east"][data-step="Baking"]`)
+	click("promote")
+	story.Eventually(t, time.Minute, "us-east promoted before its bake ended", func() error {
+		for _, s := range get("rs-bake").Status.Shards {
+			if s.Name == "us-east" && s.Step == routingv1alpha1.ShardStepPromoted {
+				return nil
+			}
+		}
+		return fmt.Errorf("us-east not promoted")
+	})
+	click("abort")
+	story.Eventually(t, time.Minute, "aborted from the page", condition("rs-bake", routingv1alpha1.ConditionStalled, metav1.ConditionTrue, routingv1alpha1.ReasonAborted))
+	b.WaitFor(t, 30*time.Second, `#detail[data-name="rs-bake"][data-state="Stalled"]`)
+	dialogs := b.Dialogs()
+	if len(dialogs) != 4 {
+		t.Errorf("%d confirmations, want 4 (pause, resume, promote, abort): %q", len(dialogs), dialogs)
+	}
+	for _, d := range dialogs {
+		if !strings.Contains(d, ns+"/rs-bake") {
+			t.Errorf("a confirmation does not name the object: %q", d)
+		}
+	}
+
+	// rs-fail's page says why it stopped.
+	b.Do(t, "open rs-fail", chromedp.Evaluate[chromedp.Void](fmt.Sprintf(`location.hash = %q`, "#/"+ns+"/rs-fail")))
+	b.WaitFor(t, 30*time.Second, `#detail[data-name="rs-fail"][data-state="Stalled"]`)
+	if line := browser.Eval[string](t, b, `document.getElementById('status-line').textContent`); !strings.Contains(line, routingv1alpha1.ReasonMigrationFailed) {
+		t.Errorf("rs-fail's status line: %q", line)
+	}
+
+	if outside, total := b.RequestsOutside(base); len(outside) != 0 || total == 0 {
+		t.Errorf("the page made %d requests, %d of them outside %s: %q", total, len(outside), base, outside)
+	}
+	if p := b.Problems(); len(p) != 0 {
+		t.Errorf("the page's problems: %q", p)
+	}
+	if r := get("rs-a"); r.Spec.Paused || controlsSet(r) != "" {
+		t.Errorf("rs-a changed though no control named it: paused %v, %s", r.Spec.Paused, controlsSet(r))
+	}
+}
