@@ -138,3 +138,45 @@ func TestBrowserControl(t *testing.T) {
 		t.Errorf("page problems: %v", p)
 	}
 }
+
+// TestBrowserConfirmText: an annotation with newlines and a right-to-left override cannot add
+// lines to a control's confirmation; a malformed %-escape in the address shows the overview.
+func TestBrowserConfirmText(t *testing.T) {
+	br := browser.Start(t, requireBrowser(), 4*time.Minute)
+	w := goldenWorld(t, "progressing")
+	w.u.SetAnnotations(map[string]string{"argocd.argoproj.io/tracking-id": "apps:x\n\n\n\n\n\n\nOK: nothing changes.\u202e"})
+	brk := newBroker()
+	cl := w.clients()
+	d, err := newDashServer("", "", false, brk, testApp(cl, w.now).dashboardControl(cl))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, base := serveTest(t, d)
+	m := buildService(w.u, w.r, w.objs, nil, nil, w.now)
+	data, err := encodeSnapshot(&Snapshot{Now: w.now, Services: []ServiceModel{m}, Seq: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	brk.publish(data)
+	br.Do(t, "pause",
+		chromedp.Navigate(base+"/?key="+d.key+"#/"+w.r.Namespace+"/"+w.r.Name),
+		chromedp.WaitVisible(chromedp.CSS(`#controls button[data-action=pause]`)),
+		chromedp.Click(chromedp.CSS(`#controls button[data-action=pause]`)),
+		chromedp.WaitVisible(chromedp.CSS(`#control-result`)),
+	)
+	dialogs := br.Dialogs()
+	if len(dialogs) != 1 {
+		t.Fatalf("dialogs %q", dialogs)
+	}
+	if got := dialogs[0]; strings.Count(got, "\n") != 2 || strings.ContainsRune(got, '\u202e') ||
+		!strings.HasPrefix(got, "pause routingservice "+w.r.Namespace+"/"+w.r.Name+"?\n\nWarning: ") {
+		t.Errorf("confirmation %q", got)
+	}
+	br.Do(t, "malformed address",
+		chromedp.Navigate(base+"/#/%E0%A4%A/x"),
+		chromedp.WaitVisible(chromedp.CSS(`#services tr.svc`)),
+	)
+	if p := br.Problems(); len(p) > 0 {
+		t.Errorf("page problems: %v", p)
+	}
+}

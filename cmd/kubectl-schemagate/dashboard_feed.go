@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"sort"
 	"sync"
@@ -20,6 +21,7 @@ import (
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/tools/cache"
 
+	routingv1alpha1 "github.com/schemagate/schemagate/api/v1alpha1"
 	"github.com/schemagate/schemagate/pkg/rollout"
 )
 
@@ -245,7 +247,12 @@ func (f *feed) snapshot() *Snapshot {
 		if p := objs[k]; p != nil {
 			o = *p
 		}
-		m := buildService(u, r, o, newestEvents(events[k]), f.steps[k], now)
+		m, err := serviceModel(u, r, o, newestEvents(events[k]), f.steps[k], now)
+		if err != nil {
+			// One object the dashboard cannot draw must not blank the others.
+			s.Notes = append(s.Notes, cutMessage(fmt.Sprintf("cannot show routingservice %s: %v", k, err)))
+			continue
+		}
 		f.steps[k] = rememberSteps(f.steps[k], stepEntries(r))
 		s.Services = append(s.Services, m)
 	}
@@ -255,6 +262,23 @@ func (f *feed) snapshot() *Snapshot {
 		}
 	}
 	return s
+}
+
+// serviceModel is buildService's model, or an error when building it panics or the model does
+// not encode (a time of the status past year 9999, which encoding/json refuses): the snapshot
+// leaves that RoutingService out, with a note, and shows the others.
+func serviceModel(u *unstructured.Unstructured, r *routingv1alpha1.RoutingService, objs Objects, events []corev1.Event,
+	steps []TimelineEntry, now time.Time) (m ServiceModel, err error) {
+	defer func() {
+		if x := recover(); x != nil {
+			m, err = ServiceModel{}, fmt.Errorf("%v", x)
+		}
+	}()
+	m = buildService(u, r, objs, events, steps, now)
+	if _, err := json.Marshal(m); err != nil {
+		return ServiceModel{}, err
+	}
+	return m, nil
 }
 
 // newestEvents keeps the maxEvents newest events.

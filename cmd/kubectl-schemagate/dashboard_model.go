@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode"
 	"unicode/utf8"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -193,8 +194,10 @@ func buildService(u *unstructured.Unstructured, r *routingv1alpha1.RoutingServic
 	m.Timeline = timeline(r, objs, events, steps)
 	m.Checks = checkPlots(r)
 	m.Events = eventModels(events)
-	m.Plan = livePlan(r, objs.ReplicaSets)
 	_, m.GitOps = gitops(u, pauseField.path)
+	for i := range m.GitOps {
+		m.GitOps[i] = oneLine(m.GitOps[i])
+	}
 	for _, act := range dashboardActions {
 		c := ControlModel{Action: act, Enabled: true}
 		switch act {
@@ -211,10 +214,32 @@ func buildService(u *unstructured.Unstructured, r *routingv1alpha1.RoutingServic
 		default:
 			c.Warning = gitopsWarning(u, annotateActions[act].field(), annotateAdvice, "")
 		}
+		// The page shows the warning in the control's confirm(): an annotation or a field
+		// manager name must not add lines to it that read as the dashboard's own.
+		c.Warning = oneLine(c.Warning)
 		m.Controls = append(m.Controls, c)
 	}
 	cutStrings(&m)
+	// The plan is the plugin's own text (bounded by livePlan), not a message: cut apart.
+	m.Plan = livePlan(r, objs.ReplicaSets)
 	return m
+}
+
+// oneLine writes the control characters of s (newlines, carriage returns, escapes), its format
+// characters (bidirectional overrides and isolates, zero-width characters) and its line and
+// paragraph separators as Go escapes (\n, \u202e): a text from the cluster (an annotation's value,
+// a field manager's name) stays on its line and reads in its own order.
+func oneLine(s string) string {
+	var b strings.Builder
+	for _, r := range s {
+		if unicode.IsControl(r) || unicode.In(r, unicode.Cf, unicode.Zl, unicode.Zp) {
+			q := strconv.QuoteRuneToASCII(r)
+			b.WriteString(q[1 : len(q)-1])
+			continue
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
 }
 
 // livePlan is `kubectl schemagate plan` of the live spec against itself: the migration, the

@@ -632,3 +632,79 @@ func TestDashboardFeed(t *testing.T) {
 		}
 	}
 }
+
+// A GitOps annotation or field manager name with newlines or a bidirectional override cannot add
+// lines to a control's confirmation nor reorder it: they reach the page as escapes.
+func TestDashboardConfirmTextOneLine(t *testing.T) {
+	u := in(t, "progressing", "ns")
+	u.SetAnnotations(map[string]string{"argocd.argoproj.io/tracking-id": "apps:x\n\nOK: Git does not manage this field.\r\u202e\u2028"})
+	u.SetManagedFields([]metav1.ManagedFieldsEntry{{Manager: "argocd-controller\n\nfine", Operation: metav1.ManagedFieldsOperationApply,
+		FieldsType: "FieldsV1", FieldsV1: &metav1.FieldsV1{Raw: []byte(`{"f:spec":{"f:paused":{}}}`)}}})
+	r, err := toTyped(u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := buildService(u, r, Objects{}, nil, nil, someTime)
+	bad := func(s string) bool {
+		return strings.IndexFunc(s, func(r rune) bool {
+			return r == '\n' || r == '\r' || r == '\u202e' || r == '\u2028'
+		}) >= 0
+	}
+	texts := append([]string(nil), m.GitOps...)
+	for _, c := range m.Controls {
+		if c.Action == "pause" && c.Warning == "" {
+			t.Errorf("%s: no warning", c.Action)
+		}
+		texts = append(texts, c.Warning)
+	}
+	for _, s := range texts {
+		if bad(s) {
+			t.Errorf("a control character reached the page: %q", s)
+		}
+	}
+	all := strings.Join(texts, " | ")
+	for _, want := range []string{`apps:x\n\nOK`, `\r\u202e\u2028`, `argocd-controller\n\nfine`} {
+		if !strings.Contains(all, want) {
+			t.Errorf("%s is not in %q", want, all)
+		}
+	}
+}
+
+// The plan is bounded apart (64 KiB), not cut like a message from the cluster.
+func TestDashboardPlanNotCut(t *testing.T) {
+	w := goldenWorld(t, "migrating")
+	m := buildService(w.u, w.r, w.objs, nil, nil, w.now)
+	full := livePlan(w.r, w.objs.ReplicaSets).Text
+	if len(full) <= maxMessage {
+		t.Fatalf("the plan of migrating has %d bytes: pick a longer one", len(full))
+	}
+	if m.Plan.Text != full {
+		t.Errorf("the dashboard's plan has %d bytes of %d:\n%s", len(m.Plan.Text), len(full), m.Plan.Text)
+	}
+}
+
+// A RoutingService whose model does not encode (a status time past year 9999, which encoding/json
+// refuses) is left out of the snapshot with a note; the others are shown.
+func TestDashboardOddObjectLeftOut(t *testing.T) {
+	w := goldenWorld(t, "progressing")
+	odd := w.u.DeepCopy()
+	odd.SetName("rs-odd")
+	for _, s := range odd.Object["status"].(map[string]any)["shards"].([]any) {
+		s.(map[string]any)["stepStartTime"] = "9999-12-31T23:59:59Z"
+	}
+	cl := w.clients(odd)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	f := newFeed(cl, w.r.Namespace, func() time.Time { return w.now }, false)
+	if err := f.start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	f.publish()
+	var s Snapshot
+	if err := json.Unmarshal(f.broker.last(), &s); err != nil {
+		t.Fatal(err)
+	}
+	if len(s.Services) != 1 || s.Services[0].View.Name != "rs-a" || len(s.Notes) != 1 || !strings.Contains(s.Notes[0], "rs-odd") {
+		t.Errorf("services %d, notes %q", len(s.Services), s.Notes)
+	}
+}

@@ -126,9 +126,14 @@
     if (lastResult && lastResult.key === key(v)) box.appendChild(el('pre', {id: 'control-result', 'data-state': lastResult.state}, lastResult.text));
     return box;
   }
+  // oneLine keeps a text from the cluster on one line of a confirm(), in its own reading order:
+  // control, format (bidirectional overrides, zero-width) and separator characters become \u escapes.
+  function oneLine(s) {
+    return String(s).replace(/[\p{Cc}\p{Cf}\p{Zl}\p{Zp}]/gu, ch => '\\u' + ch.codePointAt(0).toString(16).padStart(4, '0'));
+  }
   function runControl(v, c) {
-    let text = c.action + ' routingservice ' + key(v) + '?';
-    if (c.warning) text += '\n\nWarning: ' + c.warning;
+    let text = c.action + ' routingservice ' + oneLine(key(v)) + '?';
+    if (c.warning) text += '\n\nWarning: ' + oneLine(c.warning);
     if (!window.confirm(text)) return;
     fetch('/api/control', {
       method: 'POST', credentials: 'same-origin',
@@ -292,7 +297,12 @@
   function render() {
     if (!snap) return;
     document.getElementById('scope').textContent = snap.namespace ? 'namespace ' + snap.namespace : 'all namespaces';
-    const parts = location.hash.replace(/^#\/?/, '').split('/').filter(Boolean).map(decodeURIComponent);
+    let parts;
+    try {
+      parts = location.hash.replace(/^#\/?/, '').split('/').filter(Boolean).map(decodeURIComponent);
+    } catch (e) {
+      parts = []; // a malformed %-escape in the address: the overview
+    }
     const view = parts.length === 2 ? detail(parts[0], parts[1]) : overview();
     const notes = (snap.notes || []).map(n => el('p', {class: 'note'}, n));
     app.replaceChildren(...notes, view);
