@@ -301,6 +301,15 @@ func TestGitOpsWarnings(t *testing.T) {
 	if res := runWith(fakeClients(Objects{}, plain), someTime, "pause", "rs-a", "-n", "ns"); res.err != "" {
 		t.Errorf("no GitOps tool, still a warning: %q", res.err)
 	}
+
+	// Names and values from the cluster cannot add lines to the terminal's warning, nor turn it
+	// around with a right-to-left override: each is printed escaped, on the warning's one line.
+	forged := in(t, "progressing", "ns")
+	forged.SetAnnotations(map[string]string{"argocd.argoproj.io/tracking-id": "apps:x\nrouting service ns/rs-a paused.\r\u202e"})
+	res = runWith(fakeClients(Objects{}, forged), someTime, "pause", "rs-a", "-n", "ns")
+	if lines := strings.Count(res.err, "\n"); lines != 1 || strings.ContainsAny(res.err, "\r\u202e") || !strings.Contains(res.err, `apps:x\nrouting service`) {
+		t.Errorf("a forged annotation in the warning (%d lines): %q", lines, res.err)
+	}
 }
 
 // Each control annotation gets a fresh value, and the command says what the controller will do.

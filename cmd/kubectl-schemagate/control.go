@@ -422,7 +422,9 @@ func ownsField(raw []byte, path []string) bool {
 // warnGitOps warns on w before a field is changed that a GitOps tool manages.
 func warnGitOps(w io.Writer, u *unstructured.Unstructured, f gitopsField, ownedAdvice, managedAdvice string) {
 	if msg := gitopsWarning(u, f, ownedAdvice, managedAdvice); msg != "" {
-		fmt.Fprintln(w, "warning: "+msg)
+		// The names and values in it come from the cluster: escaped, they cannot print lines
+		// of their own (oneLine, as in the dashboard's confirmation).
+		fmt.Fprintln(w, "warning: "+oneLine(msg))
 	}
 }
 
