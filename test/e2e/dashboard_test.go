@@ -14,6 +14,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -35,8 +36,8 @@ import (
 // migration fails.
 
 // dashboard runs `kubectl schemagate dashboard args…` until the test ends and returns the URL it
-// printed (with its key) and its address (http://127.0.0.1:port).
-func dashboard(t *testing.T, args ...string) (pageURL, base string) {
+// printed (with its key), its address (http://127.0.0.1:port) and its process ID.
+func dashboard(t *testing.T, args ...string) (pageURL, base string, pid int) {
 	t.Helper()
 	cmd := exec.Command(filepath.Join(binDir, "kubectl-schemagate"), append(append([]string{"dashboard"}, args...), "--kubeconfig", cluster.Kubeconfig)...)
 	cmd.Env = append(os.Environ(), "NO_COLOR=1")
@@ -85,7 +86,60 @@ func dashboard(t *testing.T, args ...string) (pageURL, base string) {
 	if err != nil || u.Hostname() != "127.0.0.1" || u.Query().Get("key") == "" {
 		t.Fatalf("the dashboard printed %q: want http://127.0.0.1:PORT/?key=…", pageURL)
 	}
-	return pageURL, "http://" + u.Host
+	return pageURL, "http://" + u.Host, cmd.Process.Pid
+}
+
+// processCost reads a process's resident memory (bytes) and the CPU time it has used (clock
+// ticks of 10 ms, user and system) from /proc.
+func processCost(t *testing.T, pid int) (rss int64, ticks int64) {
+	t.Helper()
+	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(string(status), "\n") {
+		if f := strings.Fields(line); len(f) == 3 && f[0] == "VmRSS:" {
+			kb, _ := strconv.ParseInt(f[1], 10, 64)
+			rss = kb << 10
+		}
+	}
+	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The fields after the command's closing parenthesis: utime and stime are the 12th and 13th.
+	f := strings.Fields(string(stat[strings.LastIndexByte(string(stat), ')')+1:]))
+	utime, _ := strconv.ParseInt(f[11], 10, 64)
+	stime, _ := strconv.ParseInt(f[12], 10, 64)
+	return rss, utime + stime
+}
+
+// screenshot saves a PNG of the page in the suite's state folder and compares the page's outline
+// (test/browser.Outline: its sections, rows, shards, steps and buttons, without text or times)
+// with docs/images/dashboard-<name>.structure, the outline of the screenshot the docs show. With
+// SCHEMAGATE_UPDATE_SCREENSHOTS=1 it writes both into docs/images instead.
+func screenshot(t *testing.T, b *browser.Session, ns, name string) {
+	t.Helper()
+	png := b.Screenshot(t)
+	outline := strings.ReplaceAll(browser.Outline(t, b), ns, "NS") + "\n"
+	dir := filepath.Join(rootDir, "docs", "images")
+	if os.Getenv("SCHEMAGATE_UPDATE_SCREENSHOTS") == "1" {
+		if err := os.WriteFile(filepath.Join(dir, "dashboard-"+name+".png"), png, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, "dashboard-"+name+".structure"), []byte(outline), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	_ = os.WriteFile(filepath.Join(stateDir, "logs", "dashboard-"+name+".png"), png, 0o644)
+	want, err := os.ReadFile(filepath.Join(dir, "dashboard-"+name+".structure"))
+	if err != nil {
+		t.Fatalf("%v (make the docs' screenshots with SCHEMAGATE_UPDATE_SCREENSHOTS=1)", err)
+	}
+	if d := browser.DiffOutlines(outline, string(want)); d != "" {
+		t.Errorf("the page of %s no longer has the structure of docs/images/dashboard-%s.png: %s\n(outline:\n%s)\nrerun with SCHEMAGATE_UPDATE_SCREENSHOTS=1 if the change is meant", name, name, d, outline)
+	}
 }
 
 // controlStatus POSTs a pause of ns/name to the dashboard's control endpoint as another program
@@ -184,7 +238,7 @@ func TestDashboardInABrowser(t *testing.T) {
 		}
 	}
 
-	pageURL, base := dashboard(t, "-n", ns, "--port", "0")
+	pageURL, base, pid := dashboard(t, "-n", ns, "--port", "0")
 	b := browser.Start(t, true, 4*time.Minute)
 
 	// The overview: the three RoutingServices, each with its state, and rs-bake's first shard
@@ -199,6 +253,7 @@ func TestDashboardInABrowser(t *testing.T) {
 	if key := browser.Eval[string](t, b, `location.search`); key != "" {
 		t.Errorf("the key stayed in the address bar: %q", key)
 	}
+	screenshot(t, b, ns, "overview")
 
 	// rs-bake's page: the bake's countdown, the timeline, the plan.
 	b.Do(t, "open rs-bake", chromedp.Evaluate[chromedp.Void](fmt.Sprintf(`location.hash = %q`, "#/"+ns+"/rs-bake")))
@@ -212,6 +267,7 @@ func TestDashboardInABrowser(t *testing.T) {
 	if text := browser.Eval[string](t, b, `document.getElementById('plan-text').textContent`); text == "" {
 		t.Error("no plan of the live spec")
 	}
+	screenshot(t, b, ns, "baking")
 
 	// Refused controls change nothing: without the key (401), without the page's token or with
 	// a wrong one (403), to another Host (421).
@@ -289,6 +345,14 @@ func TestDashboardInABrowser(t *testing.T) {
 	if line := browser.Eval[string](t, b, `document.getElementById('status-line').textContent`); !strings.Contains(line, routingv1alpha1.ReasonMigrationFailed) {
 		t.Errorf("rs-fail's status line: %q", line)
 	}
+	screenshot(t, b, ns, "migration-failed")
+
+	// What the dashboard costs: its memory, and its CPU over 10 s in which nothing it watches
+	// changes (rs-a done, rs-bake and rs-fail stalled) with one tab open.
+	rss, before := processCost(t, pid)
+	time.Sleep(10 * time.Second)
+	_, after := processCost(t, pid)
+	t.Logf("the dashboard's cost with 3 RoutingServices and one tab:\n| resident memory | CPU over 10 s idle |\n|---|---|\n| %.1f MiB | %d ticks of 10 ms |", float64(rss)/(1<<20), after-before)
 
 	if outside, total := b.RequestsOutside(base); len(outside) != 0 || total == 0 {
 		t.Errorf("the page made %d requests, %d of them outside %s: %q", total, len(outside), base, outside)
