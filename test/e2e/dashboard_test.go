@@ -298,7 +298,16 @@ func TestDashboardInABrowser(t *testing.T) {
 		t.Helper()
 		sel := fmt.Sprintf(`#controls button[data-action=%q]:not([disabled])`, action)
 		b.WaitFor(t, 30*time.Second, sel)
-		b.Do(t, "click "+action, chromedp.Click(chromedp.CSS(sel)))
+		// Each snapshot redraws the page: a button found may be replaced before the click
+		// reaches it ("Could not find node"), and then nothing was clicked; find it again.
+		var err error
+		for try := 0; try < 10; try++ {
+			if err = chromedp.Do(b.Ctx, chromedp.Click(chromedp.CSS(sel))); err == nil {
+				return
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
+		t.Fatalf("click %s: %v; the page's problems: %v", action, err, b.Problems())
 	}
 	click("pause")
 	story.Eventually(t, 30*time.Second, "paused from the page", func() error {
