@@ -639,7 +639,7 @@ func TestDashboardConfirmTextOneLine(t *testing.T) {
 	u := in(t, "progressing", "ns")
 	u.SetAnnotations(map[string]string{"argocd.argoproj.io/tracking-id": "apps:x\n\nOK: Git does not manage this field.\r\u202e\u2028"})
 	u.SetManagedFields([]metav1.ManagedFieldsEntry{{Manager: "argocd-controller\n\nfine", Operation: metav1.ManagedFieldsOperationApply,
-		FieldsType: "FieldsV1", FieldsV1: &metav1.FieldsV1{Raw: []byte(`{"f:spec":{"f:paused":{}}}`)}}})
+		FieldsType: "FieldsV1", FieldsV1: metav1.NewFieldsV1(`{"f:spec":{"f:paused":{}}}`)}})
 	r, err := toTyped(u)
 	if err != nil {
 		t.Fatal(err)
