@@ -52,11 +52,7 @@ For a RoutingService that Argo CD or Flux manage, resume in Git (see docs/gitops
 }
 
 func (a *app) runPause(ctx context.Context, name string, pause bool) error {
-	ns, err := a.namespace()
-	if err != nil {
-		return err
-	}
-	cl, err := a.connect()
+	ns, cl, err := a.target()
 	if err != nil {
 		return err
 	}
@@ -190,11 +186,7 @@ func (a *app) newToken() string {
 }
 
 func (a *app) runAnnotate(ctx context.Context, name string, act annotateAction) error {
-	ns, err := a.namespace()
-	if err != nil {
-		return err
-	}
-	cl, err := a.connect()
+	ns, cl, err := a.target()
 	if err != nil {
 		return err
 	}

@@ -61,11 +61,7 @@ func listRowOf(r *routingv1alpha1.RoutingService, v *View) listRow {
 }
 
 func (a *app) runList(ctx context.Context, o *listOptions) error {
-	ns, err := a.namespace()
-	if err != nil {
-		return err
-	}
-	cl, err := a.connect()
+	ns, cl, err := a.target()
 	if err != nil {
 		return err
 	}

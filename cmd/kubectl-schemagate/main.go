@@ -58,14 +58,21 @@ func (a *app) namespace() (string, error) {
 	return ns, err
 }
 
+// target resolves the namespace (-n, else the context's) and connects: the start of every
+// command that acts in one namespace.
+func (a *app) target() (string, *clients, error) {
+	ns, err := a.namespace()
+	if err != nil {
+		return "", nil, err
+	}
+	cl, err := a.connect()
+	return ns, cl, err
+}
+
 // read resolves the namespace, connects, and reads the RoutingService name in it: the start of
 // every command that acts on one.
 func (a *app) read(ctx context.Context, name string) (string, *clients, *unstructured.Unstructured, *routingv1alpha1.RoutingService, error) {
-	ns, err := a.namespace()
-	if err != nil {
-		return "", nil, nil, nil, err
-	}
-	cl, err := a.connect()
+	ns, cl, err := a.target()
 	if err != nil {
 		return "", nil, nil, nil, err
 	}
