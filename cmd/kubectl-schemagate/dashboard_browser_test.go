@@ -18,6 +18,25 @@ import (
 // browser fails the test; elsewhere it skips it.
 func requireBrowser() bool { return os.Getenv("SCHEMAGATE_BIN") != "" }
 
+// servePage serves a dashboard over a fake cluster of w whose one snapshot holds m, and returns
+// it with its address (http://127.0.0.1:port) and the cluster its controls act on.
+func servePage(t *testing.T, w *world, m ServiceModel) (*dashServer, string, *clients) {
+	t.Helper()
+	brk := newBroker()
+	cl := w.clients()
+	d, err := newDashServer("", "", false, brk, testApp(cl, w.now).dashboardControl(cl))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, base := serveTest(t, d)
+	data, err := encodeSnapshot(&Snapshot{Now: w.now, Services: []ServiceModel{m}, Seq: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	brk.publish(data)
+	return d, base, cl
+}
+
 // TestBrowserGoldenStates serves each golden state of get to headless Chromium and checks that
 // the overview and the detail page render, with no JavaScript exception.
 func TestBrowserGoldenStates(t *testing.T) {
@@ -34,18 +53,7 @@ func TestBrowserGoldenStates(t *testing.T) {
 				t.Fatal(err)
 			}
 			m := buildService(w.u, r, w.objs, nil, nil, w.now)
-			brk := newBroker()
-			cl := w.clients()
-			d, err := newDashServer("", "", false, brk, testApp(cl, w.now).dashboardControl(cl))
-			if err != nil {
-				t.Fatal(err)
-			}
-			_, base := serveTest(t, d)
-			data, err := encodeSnapshot(&Snapshot{Now: w.now, Services: []ServiceModel{m}, Seq: 1})
-			if err != nil {
-				t.Fatal(err)
-			}
-			brk.publish(data)
+			d, base, _ := servePage(t, w, m)
 			v := m.View
 			err = chromedp.Do(ctx,
 				chromedp.Navigate(base+"/?key="+d.key),
@@ -106,19 +114,8 @@ func TestBrowserControl(t *testing.T) {
 	br := browser.Start(t, requireBrowser(), 4*time.Minute)
 	ctx, problems := br.Ctx, br.Problems
 	w := goldenWorld(t, "progressing")
-	brk := newBroker()
-	cl := w.clients()
-	d, err := newDashServer("", "", false, brk, testApp(cl, w.now).dashboardControl(cl))
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, base := serveTest(t, d)
-	data, err := encodeSnapshot(&Snapshot{Now: w.now, Services: []ServiceModel{buildService(w.u, w.r, w.objs, nil, nil, w.now)}, Seq: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	brk.publish(data)
-	err = chromedp.Do(ctx,
+	d, base, cl := servePage(t, w, buildService(w.u, w.r, w.objs, nil, nil, w.now))
+	err := chromedp.Do(ctx,
 		chromedp.Navigate(base+"/?key="+d.key+"#/"+w.r.Namespace+"/"+w.r.Name),
 		chromedp.WaitVisible(chromedp.CSS(`#controls button[data-action=pause]`)),
 		chromedp.Click(chromedp.CSS(`#controls button[data-action=pause]`)),
@@ -145,19 +142,7 @@ func TestBrowserConfirmText(t *testing.T) {
 	br := browser.Start(t, requireBrowser(), 4*time.Minute)
 	w := goldenWorld(t, "progressing")
 	w.u.SetAnnotations(map[string]string{"argocd.argoproj.io/tracking-id": "apps:x\n\n\n\n\n\n\nOK: nothing changes.\u202e"})
-	brk := newBroker()
-	cl := w.clients()
-	d, err := newDashServer("", "", false, brk, testApp(cl, w.now).dashboardControl(cl))
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, base := serveTest(t, d)
-	m := buildService(w.u, w.r, w.objs, nil, nil, w.now)
-	data, err := encodeSnapshot(&Snapshot{Now: w.now, Services: []ServiceModel{m}, Seq: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	brk.publish(data)
+	d, base, _ := servePage(t, w, buildService(w.u, w.r, w.objs, nil, nil, w.now))
 	br.Do(t, "pause",
 		chromedp.Navigate(base+"/?key="+d.key+"#/"+w.r.Namespace+"/"+w.r.Name),
 		chromedp.WaitVisible(chromedp.CSS(`#controls button[data-action=pause]`)),
