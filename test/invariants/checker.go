@@ -38,9 +38,9 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	toolscache "k8s.io/client-go/tools/cache"
-	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -74,6 +74,14 @@ type Checker struct {
 	// delivered); undecided are the I1 checks that such a gap made undecidable (Report prints them).
 	watchBroken []time.Time
 	undecided   []string
+	// replicaSetsAt reads the API server's ReplicaSets at a past revision (nil in unit tests);
+	// pendingI2 are the dips of this checker's view still to be checked against it, rsHigh the
+	// highest ReplicaSet resourceVersion seen so far, and correctedI2 the dips it did not confirm
+	// (dips.go).
+	replicaSetsAt ReplicaSetsAt
+	pendingI2     []dip
+	rsHigh        int64
+	correctedI2   []string
 
 	// confirmedWall[ns/rsvc-uid][version] is when this checker first saw that version confirmed
 	// (its clock): what a region's checker compares its ReplicaSets with (Follow).
@@ -198,7 +206,10 @@ func (k *Checker) Watch(ctx context.Context, c cache.Cache) error {
 			return err
 		}
 	}
-	go wait.UntilWithContext(ctx, func(context.Context) { k.settle(false) }, 200*time.Millisecond)
+	go wait.UntilWithContext(ctx, func(ctx context.Context) {
+		k.settle(false)
+		k.verifyDips(ctx)
+	}, 200*time.Millisecond)
 	return nil
 }
 
@@ -243,7 +254,12 @@ func StartFollowing(ctx context.Context, cfg *rest.Config, scheme *runtime.Schem
 	if err != nil {
 		return nil, err
 	}
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, err
+	}
 	k := New()
+	k.replicaSetsAt = ReplicaSetsAtRevision(cs)
 	c, err := cache.New(cfg, cache.Options{Scheme: scheme, ByObject: map[client.Object]cache.ByObject{&corev1.Pod{}: {Label: schemaPods}},
 		DefaultWatchErrorHandler: func(ctx context.Context, r *toolscache.Reflector, err error) {
 			if t := r.TypeDescription(); strings.Contains(t, "Pod") || strings.Contains(t, "Job") {
@@ -283,9 +299,16 @@ func (k *Checker) Report(w io.Writer) int {
 	}
 	k.mu.Lock()
 	undecided := append([]string(nil), k.undecided...)
+	corrected := append([]string(nil), k.correctedI2...)
 	k.mu.Unlock()
+	if len(corrected) > 0 {
+		fmt.Fprintf(w, "I2 dips of this checker's own view that the API server did not hold at the same resourceVersion (its informer lagged; not counted): %d\n", len(corrected))
+		for _, c := range corrected {
+			fmt.Fprintln(w, "  "+c)
+		}
+	}
 	if len(undecided) > 0 {
-		fmt.Fprintf(w, "undecided (evidence lost to a broken watch of the checker, not counted): %d\n", len(undecided))
+		fmt.Fprintf(w, "undecided (evidence lost to a broken watch of the checker, or a revision it could no longer read; not counted): %d\n", len(undecided))
 		for _, u := range undecided {
 			fmt.Fprintln(w, "  "+u)
 		}
@@ -297,6 +320,7 @@ func (k *Checker) Report(w io.Writer) int {
 // events were checked.
 func (k *Checker) Violations() ([]string, int) {
 	k.settle(true)
+	k.verifyDips(context.Background())
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	return append([]string(nil), k.violations...), k.events
@@ -394,6 +418,7 @@ func (k *Checker) observe(o any) {
 		}
 	case *appsv1.ReplicaSet:
 		key := obj.Namespace + "/" + obj.Name
+		k.rsHigh = max(k.rsHigh, rv(obj))
 		before := int32(0)
 		if old := k.rss[key]; old != nil && old.UID == obj.UID && old.Spec.Replicas != nil {
 			before = *old.Spec.Replicas
@@ -657,24 +682,20 @@ func (k *Checker) judgeI2(rsvc *routingv1alpha1.RoutingService, shard, key, what
 	if spec == nil {
 		return
 	}
-	var available int32
-	var detail []string
+	rss := make([]*appsv1.ReplicaSet, 0, len(k.rss))
 	for _, rs := range k.rss {
-		if rs.Labels[rollout.LabelName] == rsvc.Name && rs.Labels[rollout.LabelShard] == shard && counts(rs) {
-			// Pods above spec.replicas are being removed: a scale-down takes them away the
-			// moment it is written, before the ReplicaSet controller updates status, so they
-			// do not count (the planner does not count them either).
-			available += min(rs.Status.AvailableReplicas, ptr.Deref(rs.Spec.Replicas, 1))
-			detail = append(detail, fmt.Sprintf("%s %d/%d@%s", rs.Labels[rollout.LabelRevision], rs.Status.AvailableReplicas, ptr.Deref(rs.Spec.Replicas, 1), rs.ResourceVersion))
-		}
+		rss = append(rss, rs)
 	}
+	available, detail := shardAvailable(rss, rsvc.Name, shard, counts)
 	floor := rollout.ResolveBudget(spec.Replicas, rsvc.Spec.Strategy.MaxSurge, rsvc.Spec.Strategy.MaxUnavailable).MinAvailable()
 	if available >= floor {
 		k.served[key] = true
 		return
 	}
 	if k.served[key] {
-		k.violations = append(k.violations, fmt.Sprintf("%s: shard %s has %d available replicas, below replicas-maxUnavailable = %d (%s)", what, key, available, floor, strings.Join(detail, ", ")))
+		d := dip{what: what, key: key, ns: rsvc.Namespace, name: rsvc.Name, shard: shard, rv: k.rsHigh, floor: floor, counts: counts}
+		d.seen = d.violation(available, detail, "")
+		k.recordDip(d)
 		// Report each dip once; it counts as served again when it recovers.
 		k.served[key] = false
 	}
