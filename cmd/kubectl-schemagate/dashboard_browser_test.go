@@ -56,7 +56,7 @@ func TestBrowserGoldenStates(t *testing.T) {
 			d, base, _ := servePage(t, w, m)
 			v := m.View
 			err = chromedp.Do(ctx,
-				chromedp.Navigate(base+"/?key="+d.key),
+				chromedp.Navigate(base+"/#key="+d.key),
 				chromedp.WaitVisible(chromedp.CSS(fmt.Sprintf(`tr.svc[data-state=%q][data-name=%q]`, v.State, v.Name))),
 			)
 			if err != nil {
@@ -109,14 +109,14 @@ func TestBrowserGoldenStates(t *testing.T) {
 }
 
 // TestBrowserControl clicks pause in the browser: the confirmation is accepted, the request
-// carries the page's token and Origin, and the RoutingService is paused.
+// carries the key and the page's Origin, and the RoutingService is paused.
 func TestBrowserControl(t *testing.T) {
 	br := browser.Start(t, requireBrowser(), 4*time.Minute)
 	ctx, problems := br.Ctx, br.Problems
 	w := goldenWorld(t, "progressing")
 	d, base, cl := servePage(t, w, buildService(w.u, w.r, w.objs, nil, nil, w.now))
 	err := chromedp.Do(ctx,
-		chromedp.Navigate(base+"/?key="+d.key+"#/"+w.r.Namespace+"/"+w.r.Name),
+		chromedp.Navigate(base+"/#key="+d.key+"/"+w.r.Namespace+"/"+w.r.Name),
 		chromedp.WaitVisible(chromedp.CSS(`#controls button[data-action=pause]`)),
 		chromedp.Click(chromedp.CSS(`#controls button[data-action=pause]`)),
 		chromedp.WaitVisible(chromedp.CSS(`#control-result[data-state=ok]`)),
@@ -144,7 +144,7 @@ func TestBrowserConfirmText(t *testing.T) {
 	w.u.SetAnnotations(map[string]string{"argocd.argoproj.io/tracking-id": "apps:x\n\n\n\n\n\n\nOK: nothing changes.\u202e"})
 	d, base, _ := servePage(t, w, buildService(w.u, w.r, w.objs, nil, nil, w.now))
 	br.Do(t, "pause",
-		chromedp.Navigate(base+"/?key="+d.key+"#/"+w.r.Namespace+"/"+w.r.Name),
+		chromedp.Navigate(base+"/#key="+d.key+"/"+w.r.Namespace+"/"+w.r.Name),
 		chromedp.WaitVisible(chromedp.CSS(`#controls button[data-action=pause]`)),
 		chromedp.Click(chromedp.CSS(`#controls button[data-action=pause]`)),
 		chromedp.WaitVisible(chromedp.CSS(`#control-result`)),
@@ -158,7 +158,7 @@ func TestBrowserConfirmText(t *testing.T) {
 		t.Errorf("confirmation %q", got)
 	}
 	br.Do(t, "malformed address",
-		chromedp.Navigate(base+"/#/%E0%A4%A/x"),
+		chromedp.Evaluate[chromedp.Void](`location.hash = '#/%E0%A4%A/x'`),
 		chromedp.WaitVisible(chromedp.CSS(`#services tr.svc`)),
 	)
 	if p := br.Problems(); len(p) > 0 {

@@ -30,8 +30,11 @@ const (
 	maxControlBody = 4 << 10
 )
 
-// tokenHeader carries the page's CSRF token on every POST.
-const tokenHeader = "X-Schemagate-Token"
+// keyHeader carries the key on every request for cluster data or a control. A header, not a
+// cookie: browsers send a cookie for 127.0.0.1 to every port on it, so any other local server the
+// browser visited would receive the key; a page of another site cannot set this header on a
+// request here without a CORS preflight, which this server never answers.
+const keyHeader = "X-Schemagate-Key"
 
 // controlFunc runs a control on ns/name: it returns what the CLI command prints on stdout and,
 // apart, its GitOps warning.
@@ -42,9 +45,9 @@ type controlFunc func(ctx context.Context, ns, name, action string) (out, warnin
 type dashServer struct {
 	// host is the served address as a browser sends it in Host ("127.0.0.1:8001", "[::1]:8001").
 	host string
-	// key opens the dashboard (in the printed URL, then in a cookie); token is the page's CSRF token.
-	key, token string
-	cookie     string
+	// key opens the dashboard: the printed URL carries it in its fragment, which the browser never
+	// sends; the page keeps it in its origin's localStorage and sends it in keyHeader.
+	key        string
 	ns         string
 	readOnly   bool
 	broker     *broker
@@ -64,26 +67,24 @@ func newSecret() string {
 }
 
 func newDashServer(host, ns string, readOnly bool, b *broker, control controlFunc) (*dashServer, error) {
-	d := &dashServer{host: host, key: newSecret(), token: newSecret(), ns: ns, readOnly: readOnly, broker: b, control: control, maxStreams: maxStreams}
-	// One cookie per port: cookies ignore ports, and two dashboards on 127.0.0.1 must not
-	// overwrite each other's key.
-	d.cookie = "schemagate-dashboard-" + strings.NewReplacer(":", "-", "[", "", "]", "", ".", "-").Replace(host)
+	d := &dashServer{host: host, key: newSecret(), ns: ns, readOnly: readOnly, broker: b, control: control, maxStreams: maxStreams}
 	page, err := webFiles.ReadFile("web/index.html")
 	if err != nil {
 		return nil, err
 	}
-	// The token and the flag are base64url and a word: nothing in them needs escaping.
+	// The page holds no secret and no cluster data: only whether controls are shown.
 	ro := "false"
 	if readOnly {
 		ro = "true"
 	}
-	d.page = []byte(strings.NewReplacer("{{token}}", d.token, "{{readOnly}}", ro).Replace(string(page)))
+	d.page = []byte(strings.ReplaceAll(string(page), "{{readOnly}}", ro))
 	return d, nil
 }
 
-// URL is the address to open: it carries the key once.
+// URL is the address to open. The key is in the fragment: browsers send neither it nor a
+// Referer with it, and the page moves it to localStorage and drops it from the address bar.
 func (d *dashServer) URL() string {
-	return "http://" + d.host + "/?key=" + d.key
+	return "http://" + d.host + "/#key=" + d.key
 }
 
 // contentSecurityPolicy lets the page load its own script, style and stream and nothing else:
@@ -104,8 +105,13 @@ func (d *dashServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "this dashboard is served at "+d.host, http.StatusMisdirectedRequest)
 		return
 	}
-	if !d.authorized(w, r) {
-		return
+	switch r.URL.Path {
+	case "/events", "/api/snapshot", "/api/control":
+		// Cluster data and controls: the key. The page and its script and style hold neither.
+		if !equal(r.Header.Get(keyHeader), d.key) {
+			http.Error(w, "missing or wrong "+keyHeader+": open the URL the dashboard printed (it carries the key)", http.StatusUnauthorized)
+			return
+		}
 	}
 	switch r.URL.Path {
 	case "/":
@@ -149,26 +155,6 @@ func (d *dashServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	default:
 		http.NotFound(w, r)
 	}
-}
-
-// authorized lets through a request that carries the key: in the cookie, or once in the URL
-// (?key=), which it swaps for the cookie and a redirect to the URL without it, so the key
-// leaves the address bar and the history.
-func (d *dashServer) authorized(w http.ResponseWriter, r *http.Request) bool {
-	if k := r.URL.Query().Get("key"); k != "" && r.URL.Path == "/" && r.Method == http.MethodGet {
-		if !equal(k, d.key) {
-			http.Error(w, "wrong key: open the URL the dashboard printed", http.StatusUnauthorized)
-			return false
-		}
-		http.SetCookie(w, &http.Cookie{Name: d.cookie, Value: d.key, Path: "/", HttpOnly: true, SameSite: http.SameSiteStrictMode})
-		http.Redirect(w, r, "/", http.StatusSeeOther)
-		return false
-	}
-	if c, err := r.Cookie(d.cookie); err == nil && equal(c.Value, d.key) {
-		return true
-	}
-	http.Error(w, "open the URL the dashboard printed (it carries the key)", http.StatusUnauthorized)
-	return false
 }
 
 func equal(a, b string) bool {
@@ -243,7 +229,7 @@ type controlResponse struct {
 	Error   string `json:"error,omitempty"`
 }
 
-// serveControl runs a control: POST only, from the page (Origin), with the page's token.
+// serveControl runs a control: POST only, with the key (ServeHTTP) and from the page (Origin).
 func (d *dashServer) serveControl(w http.ResponseWriter, r *http.Request) {
 	if r.Method != http.MethodPost {
 		w.Header().Set("Allow", "POST")
@@ -256,10 +242,6 @@ func (d *dashServer) serveControl(w http.ResponseWriter, r *http.Request) {
 	}
 	if o := r.Header.Get("Origin"); o != "http://"+d.host {
 		replyJSON(w, http.StatusForbidden, controlResponse{Error: "a control must come from the dashboard's page (Origin)"})
-		return
-	}
-	if !equal(r.Header.Get(tokenHeader), d.token) {
-		replyJSON(w, http.StatusForbidden, controlResponse{Error: "missing or wrong " + tokenHeader + ": reload the page"})
 		return
 	}
 	var req controlRequest

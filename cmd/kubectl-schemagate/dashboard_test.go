@@ -279,16 +279,15 @@ func testServer(t *testing.T, cl *clients, readOnly bool) *dashServer {
 	return d
 }
 
-// request sends a request to d; with auth, it carries the key's cookie; with page, the Origin
-// and token the page sends.
+// request sends a request to d; with auth, it carries the key in its header; with page, the
+// Origin the page sends.
 func request(d *dashServer, method, path, body string, auth, page bool, edit func(*http.Request)) *httptest.ResponseRecorder {
 	r := httptest.NewRequest(method, "http://"+testHost+path, strings.NewReader(body))
 	if auth {
-		r.AddCookie(&http.Cookie{Name: d.cookie, Value: d.key})
+		r.Header.Set(keyHeader, d.key)
 	}
 	if page {
 		r.Header.Set("Origin", "http://"+testHost)
-		r.Header.Set(tokenHeader, d.token)
 		r.Header.Set("Content-Type", "application/json")
 	}
 	if edit != nil {
@@ -309,28 +308,34 @@ func patches(cl *clients) []k8stesting.PatchActionImpl {
 	return out
 }
 
-// The key in the URL becomes an HttpOnly SameSite=Strict cookie; the page carries the token
-// and the security headers.
+// The key travels in the URL's fragment (never sent) and then in a header, never in a cookie:
+// the page, its script and its style hold no secret and are served without it; the stream, the
+// snapshot and the controls are not. The page carries the security headers.
 func TestDashboardKeyAndPage(t *testing.T) {
 	d := testServer(t, fakeClients(Objects{}, in(t, "progressing", "ns")), false)
-	if !strings.HasPrefix(d.URL(), "http://"+testHost+"/?key=") || len(d.key) != 43 || len(d.token) != 43 || d.key == d.token {
-		t.Fatalf("URL %s, token %s", d.URL(), d.token)
+	if d.URL() != "http://"+testHost+"/#key="+d.key || len(d.key) != 43 {
+		t.Fatalf("URL %s", d.URL())
 	}
-	for _, path := range []string{"/", "/app.js", "/events", "/api/snapshot", "/?key=wrong" + d.key[5:]} {
-		if rec := request(d, "GET", path, "", false, false, nil); rec.Code != http.StatusUnauthorized {
-			t.Errorf("GET %s without the key: %d", path, rec.Code)
+	for _, path := range []string{"/events", "/api/snapshot", "/api/control"} {
+		for name, edit := range map[string]func(*http.Request){
+			"no key":                nil,
+			"a wrong key":           func(r *http.Request) { r.Header.Set(keyHeader, "x"+d.key[1:]) },
+			"the key in the query":  func(r *http.Request) { r.URL.RawQuery = "key=" + d.key },
+			"the key in a cookie":   func(r *http.Request) { r.AddCookie(&http.Cookie{Name: "schemagate-dashboard", Value: d.key}) },
+			"the key, in lowercase": func(r *http.Request) { r.Header.Set(keyHeader, strings.ToLower(d.key)) },
+		} {
+			if rec := request(d, "GET", path, "", false, false, edit); rec.Code != http.StatusUnauthorized {
+				t.Errorf("GET %s with %s: %d", path, name, rec.Code)
+			}
 		}
 	}
-	rec := request(d, "GET", "/?key="+d.key, "", false, false, nil)
-	c := rec.Result().Cookies()
-	if rec.Code != http.StatusSeeOther || rec.Header().Get("Location") != "/" || len(c) != 1 || c[0].Value != d.key || !c[0].HttpOnly ||
-		c[0].SameSite != http.SameSiteStrictMode {
-		t.Fatalf("key: %d %v %+v", rec.Code, rec.Header(), c)
+	if rec := request(d, "GET", "/api/snapshot", "", true, false, nil); rec.Code != 200 {
+		t.Errorf("GET /api/snapshot with the key: %d", rec.Code)
 	}
-	rec = request(d, "GET", "/", "", true, false, nil)
-	if rec.Code != 200 || !strings.Contains(rec.Body.String(), `<meta name="schemagate-token" content="`+d.token+`">`) ||
-		!strings.Contains(rec.Body.String(), `content="false"`) {
-		t.Fatalf("page: %d\n%s", rec.Code, rec.Body)
+	rec := request(d, "GET", "/", "", false, false, nil)
+	if rec.Code != 200 || strings.Contains(rec.Body.String(), d.key) || !strings.Contains(rec.Body.String(), `content="false"`) ||
+		len(rec.Result().Cookies()) != 0 {
+		t.Fatalf("page: %d %v\n%s", rec.Code, rec.Result().Cookies(), rec.Body)
 	}
 	h := rec.Header()
 	if !strings.HasPrefix(h.Get("Content-Security-Policy"), "default-src 'self'") || h.Get("X-Frame-Options") != "DENY" ||
@@ -338,7 +343,7 @@ func TestDashboardKeyAndPage(t *testing.T) {
 		t.Errorf("headers %v", h)
 	}
 	for path, typ := range map[string]string{"/app.js": "text/javascript", "/app.css": "text/css"} {
-		if rec := request(d, "GET", path, "", true, false, nil); rec.Code != 200 || !strings.HasPrefix(rec.Header().Get("Content-Type"), typ) {
+		if rec := request(d, "GET", path, "", false, false, nil); rec.Code != 200 || !strings.HasPrefix(rec.Header().Get("Content-Type"), typ) {
 			t.Errorf("%s: %d %s", path, rec.Code, rec.Header().Get("Content-Type"))
 		}
 	}
@@ -368,10 +373,8 @@ func TestDashboardControlRefusals(t *testing.T) {
 		code   int
 	}{
 		{"no key", "POST", body, false, true, nil, http.StatusUnauthorized},
-		{"wrong key", "POST", body, false, true, func(r *http.Request) { r.AddCookie(&http.Cookie{Name: d.cookie, Value: d.token}) }, http.StatusUnauthorized},
+		{"wrong key", "POST", body, false, true, func(r *http.Request) { r.Header.Set(keyHeader, newSecret()) }, http.StatusUnauthorized},
 		{"GET", "GET", "", true, true, nil, http.StatusMethodNotAllowed},
-		{"no token", "POST", body, true, true, func(r *http.Request) { r.Header.Del(tokenHeader) }, http.StatusForbidden},
-		{"bad token", "POST", body, true, true, func(r *http.Request) { r.Header.Set(tokenHeader, d.key) }, http.StatusForbidden},
 		{"no Origin", "POST", body, true, true, func(r *http.Request) { r.Header.Del("Origin") }, http.StatusForbidden},
 		{"other Origin", "POST", body, true, true, func(r *http.Request) { r.Header.Set("Origin", "http://evil.example") }, http.StatusForbidden},
 		{"wrong Host", "POST", body, true, true, func(r *http.Request) { r.Host = "evil.example" }, http.StatusMisdirectedRequest},
@@ -533,7 +536,7 @@ func serveTest(t *testing.T, d *dashServer) (*http.Client, string) {
 func openStream(t *testing.T, base string, d *dashServer) (*http.Response, func() string) {
 	t.Helper()
 	req, _ := http.NewRequest("GET", base+"/events", nil)
-	req.AddCookie(&http.Cookie{Name: d.cookie, Value: d.key})
+	req.Header.Set(keyHeader, d.key)
 	resp, err := (&http.Client{}).Do(req) // a stream outlives any client timeout
 	if err != nil {
 		t.Fatal(err)
@@ -596,7 +599,7 @@ func TestDashboardFeed(t *testing.T) {
 
 	// A second tab over the cap is refused.
 	req, _ := http.NewRequest("GET", base+"/events", nil)
-	req.AddCookie(&http.Cookie{Name: d.cookie, Value: d.key})
+	req.Header.Set(keyHeader, d.key)
 	if r2, err := c.Do(req); err != nil || r2.StatusCode != http.StatusServiceUnavailable {
 		t.Errorf("stream over the cap: %v %v", r2, err)
 	} else {
@@ -606,9 +609,8 @@ func TestDashboardFeed(t *testing.T) {
 	// A pause through the page reaches the tab as a new snapshot.
 	body := `{"namespace":"` + w.r.Namespace + `","name":"rs-a","action":"pause"}`
 	req, _ = http.NewRequest("POST", base+"/api/control", strings.NewReader(body))
-	req.AddCookie(&http.Cookie{Name: d.cookie, Value: d.key})
+	req.Header.Set(keyHeader, d.key)
 	req.Header.Set("Origin", base)
-	req.Header.Set(tokenHeader, d.token)
 	pr, err := c.Do(req)
 	if err != nil || pr.StatusCode != 200 {
 		t.Fatalf("pause: %v %v", pr, err)

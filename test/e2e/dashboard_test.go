@@ -8,12 +8,10 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"net/http/cookiejar"
 	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"strconv"
 	"strings"
 	"syscall"
@@ -83,8 +81,8 @@ func dashboard(t *testing.T, args ...string) (pageURL, base string, pid int) {
 		t.Fatalf("the dashboard printed no URL within 30 s (log %s)", logf.Name())
 	}
 	u, err := url.Parse(pageURL)
-	if err != nil || u.Hostname() != "127.0.0.1" || u.Query().Get("key") == "" {
-		t.Fatalf("the dashboard printed %q: want http://127.0.0.1:PORT/?key=…", pageURL)
+	if err != nil || u.Hostname() != "127.0.0.1" || u.RawQuery != "" || len(strings.TrimPrefix(u.Fragment, "key=")) != 43 {
+		t.Fatalf("the dashboard printed %q: want http://127.0.0.1:PORT/#key=…", pageURL)
 	}
 	return pageURL, "http://" + u.Host, cmd.Process.Pid
 }
@@ -143,9 +141,9 @@ func screenshot(t *testing.T, b *browser.Session, ns, name string) {
 }
 
 // controlStatus POSTs a pause of ns/name to the dashboard's control endpoint as another program
-// on the machine would, and returns the answer's status code. cookie and token are what it holds
-// ("" for none); host, when set, replaces the Host header.
-func controlStatus(t *testing.T, base, ns, name string, jar http.CookieJar, token, host string) int {
+// on the machine would, and returns the answer's status code. edit sets what it holds: the key
+// (or not), an Origin, a Host.
+func controlStatus(t *testing.T, base, ns, name string, edit func(*http.Request)) int {
 	t.Helper()
 	body := fmt.Sprintf(`{"action":"pause","namespace":%q,"name":%q}`, ns, name)
 	req, err := http.NewRequest(http.MethodPost, base+"/api/control", strings.NewReader(body))
@@ -154,41 +152,14 @@ func controlStatus(t *testing.T, base, ns, name string, jar http.CookieJar, toke
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Origin", base)
-	if token != "" {
-		req.Header.Set("X-Schemagate-Token", token)
-	}
-	if host != "" {
-		req.Host = host
-	}
-	c := &http.Client{Jar: jar, Timeout: 10 * time.Second}
-	resp, err := c.Do(req)
+	edit(req)
+	resp, err := (&http.Client{Timeout: 10 * time.Second}).Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
 	_, _ = io.Copy(io.Discard, resp.Body)
 	resp.Body.Close()
 	return resp.StatusCode
-}
-
-var tokenMeta = regexp.MustCompile(`<meta name="schemagate-token" content="([^"]+)">`)
-
-// keyHolder opens the printed URL with a cookie jar, as the browser does, and returns the jar
-// (holding the key's cookie) and the page's token.
-func keyHolder(t *testing.T, pageURL string) (http.CookieJar, string) {
-	t.Helper()
-	jar, _ := cookiejar.New(nil)
-	c := &http.Client{Jar: jar, Timeout: 10 * time.Second}
-	resp, err := c.Get(pageURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	page, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
-	resp.Body.Close()
-	m := tokenMeta.FindSubmatch(page)
-	if resp.StatusCode != http.StatusOK || m == nil {
-		t.Fatalf("GET %s: %d, token found %v", pageURL, resp.StatusCode, m != nil)
-	}
-	return jar, string(m[1])
 }
 
 // controlsSet lists the control annotations r carries, "" when none.
@@ -250,8 +221,12 @@ func TestDashboardInABrowser(t *testing.T) {
 	if n := browser.Eval[int](t, b, `document.querySelectorAll('#services tr.svc').length`); n != 3 {
 		t.Errorf("the overview lists %d RoutingServices, want 3", n)
 	}
-	if key := browser.Eval[string](t, b, `location.search`); key != "" {
-		t.Errorf("the key stayed in the address bar: %q", key)
+	key := strings.TrimPrefix(mustParseURL(t, pageURL).Fragment, "key=")
+	if href := browser.Eval[string](t, b, `location.href`); strings.Contains(href, key) {
+		t.Errorf("the key stayed in the address bar: %q", href)
+	}
+	if cookies := browser.Eval[string](t, b, `document.cookie`); cookies != "" {
+		t.Errorf("the page set cookies: %q", cookies)
 	}
 	screenshot(t, b, ns, "overview")
 
@@ -269,23 +244,21 @@ func TestDashboardInABrowser(t *testing.T) {
 	}
 	screenshot(t, b, ns, "baking")
 
-	// Refused controls change nothing: without the key (401), without the page's token or with
-	// a wrong one (403), to another Host (421).
-	jar, token := keyHolder(t, pageURL)
-	noKey, _ := cookiejar.New(nil)
+	// Refused controls change nothing: without the key, with a wrong one or with the key in a
+	// cookie (401), from another page (Origin, 403), to another Host (421).
+	withKey := func(r *http.Request) { r.Header.Set("X-Schemagate-Key", key) }
 	for _, c := range []struct {
-		what  string
-		jar   http.CookieJar
-		token string
-		host  string
-		want  int
+		what string
+		edit func(*http.Request)
+		want int
 	}{
-		{"no key", noKey, token, "", http.StatusUnauthorized},
-		{"no token", jar, "", "", http.StatusForbidden},
-		{"a wrong token", jar, "x" + token, "", http.StatusForbidden},
-		{"another Host", jar, token, "rebound.example:80", http.StatusMisdirectedRequest},
+		{"no key", func(*http.Request) {}, http.StatusUnauthorized},
+		{"a wrong key", func(r *http.Request) { r.Header.Set("X-Schemagate-Key", strings.ToUpper(key)) }, http.StatusUnauthorized},
+		{"the key in a cookie", func(r *http.Request) { r.AddCookie(&http.Cookie{Name: "schemagate-dashboard", Value: key}) }, http.StatusUnauthorized},
+		{"another Origin", func(r *http.Request) { withKey(r); r.Header.Set("Origin", "http://127.0.0.1:1") }, http.StatusForbidden},
+		{"another Host", func(r *http.Request) { withKey(r); r.Host = "rebound.example:80" }, http.StatusMisdirectedRequest},
 	} {
-		if got := controlStatus(t, base, ns, "rs-bake", c.jar, c.token, c.host); got != c.want {
+		if got := controlStatus(t, base, ns, "rs-bake", c.edit); got != c.want {
 			t.Errorf("a pause with %s: %d, want %d", c.what, got, c.want)
 		}
 	}
@@ -372,4 +345,13 @@ func TestDashboardInABrowser(t *testing.T) {
 	if r := get("rs-a"); r.Spec.Paused || controlsSet(r) != "" {
 		t.Errorf("rs-a changed though no control named it: paused %v, %s", r.Spec.Paused, controlsSet(r))
 	}
+}
+
+func mustParseURL(t *testing.T, s string) *url.URL {
+	t.Helper()
+	u, err := url.Parse(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return u
 }

@@ -3,13 +3,31 @@
 // inserted as text (text nodes, textContent, attribute values), never parsed as HTML.
 'use strict';
 (function () {
-  const token = meta('schemagate-token');
+  const dashKey = takeKey();
   const readOnly = meta('schemagate-read-only') === 'true';
   const app = document.getElementById('app');
   const conn = document.getElementById('conn');
   let snap = null;
   let skew = 0; // server clock minus this browser's, from the snapshot's time
   let lastResult = null; // the last control's answer: {key, state, text}
+
+  // takeKey moves the key from the printed URL's fragment (#key=KEY, optionally followed by a
+  // route such as /ns/name) into this origin's localStorage, out of the address bar, and returns
+  // it ('' when neither has one). localStorage is per origin, port included: unlike a cookie, no
+  // other server on 127.0.0.1 ever receives it.
+  function takeKey() {
+    const m = /^#key=([A-Za-z0-9_-]{43})(\/.*)?$/.exec(location.hash);
+    try {
+      if (m) {
+        localStorage.setItem('schemagate-key', m[1]);
+        history.replaceState(null, '', location.pathname + '#' + (m[2] || '/'));
+        return m[1];
+      }
+      return localStorage.getItem('schemagate-key') || '';
+    } catch (e) {
+      return m ? m[1] : ''; // storage disabled: this load only
+    }
+  }
 
   function meta(name) {
     const m = document.querySelector('meta[name="' + name + '"]');
@@ -136,8 +154,8 @@
     if (c.warning) text += '\n\nWarning: ' + oneLine(c.warning);
     if (!window.confirm(text)) return;
     fetch('/api/control', {
-      method: 'POST', credentials: 'same-origin',
-      headers: {'Content-Type': 'application/json', 'X-Schemagate-Token': token},
+      method: 'POST', credentials: 'omit',
+      headers: {'Content-Type': 'application/json', 'X-Schemagate-Key': dashKey},
       body: JSON.stringify({namespace: v.namespace, name: v.name, action: c.action}),
     }).then(r => r.json().then(j => ({ok: r.ok, j: j}))).then(({ok, j}) => {
       lastResult = {key: key(v), state: ok ? 'ok' : 'error', text: [j.warning ? 'warning: ' + j.warning : '', j.output || '', j.error || ''].filter(Boolean).join('\n')};
@@ -310,21 +328,56 @@
     app.dataset.seq = snap.seq;
   }
 
-  function connect() {
-    const es = new EventSource('/events');
-    es.addEventListener('open', () => { conn.dataset.state = 'live'; conn.textContent = 'live'; });
-    es.addEventListener('error', () => {
-      // A closed stream is not retried (the server refused it: stopped and started again with a
-      // new key, or too many tabs); a dropped one is, by the browser.
-      const closed = es.readyState === EventSource.CLOSED;
-      conn.dataset.state = closed ? 'closed' : 'reconnecting';
-      conn.textContent = closed ? 'disconnected: open the URL the dashboard printed' : 'reconnecting…';
-    });
-    es.addEventListener('snapshot', e => {
-      snap = JSON.parse(e.data);
-      skew = Date.parse(snap.now) - Date.now();
-      render();
-    });
+  function state(name, text) { conn.dataset.state = name; conn.textContent = text; }
+
+  // connect reads the server-sent event stream with fetch, which can send the key in a header
+  // (EventSource cannot). A refused stream (401: a dashboard started again with a new key; 503:
+  // too many tabs) is not retried; a dropped one is, after 2 s.
+  async function connect() {
+    if (!dashKey) {
+      state('closed', 'no key: open the URL the dashboard printed');
+      return;
+    }
+    try {
+      const r = await fetch('/events', {headers: {'X-Schemagate-Key': dashKey}, cache: 'no-store', credentials: 'omit'});
+      if (r.status === 401 || r.status === 503 || !r.body) {
+        state('closed', r.status === 503 ? 'disconnected: too many open dashboard tabs' : 'disconnected: open the URL the dashboard printed');
+        return;
+      }
+      if (!r.ok) throw new Error('HTTP ' + r.status);
+      state('live', 'live');
+      const reader = r.body.getReader();
+      const dec = new TextDecoder();
+      let buf = '';
+      for (;;) {
+        const {value, done} = await reader.read();
+        if (done) break;
+        buf += dec.decode(value, {stream: true});
+        let end;
+        while ((end = buf.indexOf('\n\n')) >= 0) {
+          frame(buf.slice(0, end));
+          buf = buf.slice(end + 2);
+        }
+      }
+    } catch (e) {
+      // dropped: fall through to the retry
+    }
+    state('reconnecting', 'reconnecting…');
+    setTimeout(connect, 2000);
+  }
+
+  // frame handles one server-sent event: "event: snapshot" and its "data:" lines.
+  function frame(text) {
+    let event = 'message';
+    const data = [];
+    for (const line of text.split('\n')) {
+      if (line.startsWith('event:')) event = line.slice(6).trim();
+      else if (line.startsWith('data:')) data.push(line.slice(5).replace(/^ /, ''));
+    }
+    if (event !== 'snapshot' || data.length === 0) return;
+    snap = JSON.parse(data.join('\n'));
+    skew = Date.parse(snap.now) - Date.now();
+    render();
   }
   window.addEventListener('hashchange', render);
   connect();
