@@ -165,3 +165,30 @@ func TestBrowserConfirmText(t *testing.T) {
 		t.Errorf("page problems: %v", p)
 	}
 }
+
+// TestBrowserWithoutTheKey: a page opened without the key, or with the key of another run, shows
+// no cluster data and says to open the printed URL; and the page sets no cookie.
+func TestBrowserWithoutTheKey(t *testing.T) {
+	br := browser.Start(t, requireBrowser(), 4*time.Minute)
+	w := goldenWorld(t, "progressing")
+	_, base, _ := servePage(t, w, buildService(w.u, w.r, w.objs, nil, nil, w.now))
+	for _, c := range []struct{ what, url string }{
+		{"no key", base + "/"},
+		{"another run's key", base + "/#key=" + newSecret()},
+	} {
+		br.Do(t, c.what,
+			chromedp.Navigate("about:blank"),
+			chromedp.Navigate(c.url),
+			chromedp.WaitVisible(chromedp.CSS(`#conn[data-state=closed]`)),
+		)
+		if n := browser.Eval[int](t, br, `document.querySelectorAll('#services tr.svc').length`); n != 0 {
+			t.Errorf("%s: the page lists %d RoutingServices", c.what, n)
+		}
+		if text := browser.Eval[string](t, br, `document.getElementById('conn').textContent`); !strings.Contains(text, "open the URL the dashboard printed") {
+			t.Errorf("%s: the page says %q", c.what, text)
+		}
+		if cookies := browser.Eval[string](t, br, `document.cookie`); cookies != "" {
+			t.Errorf("%s: cookies %q", c.what, cookies)
+		}
+	}
+}
