@@ -208,7 +208,7 @@ func (k *Checker) Watch(ctx context.Context, c cache.Cache) error {
 	}
 	go wait.UntilWithContext(ctx, func(ctx context.Context) {
 		k.settle(false)
-		k.verifyDips(ctx)
+		k.verifyDips(ctx, false)
 	}, 200*time.Millisecond)
 	return nil
 }
@@ -320,7 +320,7 @@ func (k *Checker) Report(w io.Writer) int {
 // events were checked.
 func (k *Checker) Violations() ([]string, int) {
 	k.settle(true)
-	k.verifyDips(context.Background())
+	k.verifyDips(context.Background(), true)
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	return append([]string(nil), k.violations...), k.events

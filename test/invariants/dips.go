@@ -8,6 +8,7 @@ import (
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
@@ -66,9 +67,10 @@ func (k *Checker) recordDip(d dip) {
 
 // verifyDips reads each pending dip's shard from the API server at the dip's revision: a dip
 // that is there too is a violation; one that is not was this checker's view lagging behind
-// (listed under "corrected" in Report); one that cannot be read (the revision compacted, the API
-// server down) is undecided. It does not hold k.mu while it reads.
-func (k *Checker) verifyDips(ctx context.Context) {
+// (listed under "corrected" in Report); one whose revision is compacted away is undecided. A read
+// that fails otherwise (the API server down) is tried again on the next call, and is undecided
+// when final. It does not hold k.mu while it reads.
+func (k *Checker) verifyDips(ctx context.Context, final bool) {
 	k.mu.Lock()
 	pending, list := k.pendingI2, k.replicaSetsAt
 	k.pendingI2 = nil
@@ -77,11 +79,16 @@ func (k *Checker) verifyDips(ctx context.Context) {
 		return
 	}
 	var violations, corrected, undecided []string
+	var retry []dip
 	for _, d := range pending {
 		sel := rollout.LabelName + "=" + d.name + "," + rollout.LabelShard + "=" + d.shard
 		rctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 		items, err := list(rctx, d.ns, sel, d.rv)
 		cancel()
+		if err != nil && !final && !apierrors.IsResourceExpired(err) && !apierrors.IsGone(err) {
+			retry = append(retry, d)
+			continue
+		}
 		if err != nil {
 			undecided = append(undecided, fmt.Sprintf("%s; reading the shard at resourceVersion %d failed: %v", d.seen, d.rv, err))
 			continue
@@ -102,6 +109,7 @@ func (k *Checker) verifyDips(ctx context.Context) {
 	k.violations = append(k.violations, violations...)
 	k.correctedI2 = append(k.correctedI2, corrected...)
 	k.undecided = append(k.undecided, undecided...)
+	k.pendingI2 = append(k.pendingI2, retry...)
 }
 
 // ReplicaSetsAtRevision is a ReplicaSetsAt on cs: a list with resourceVersionMatch=Exact, which the

@@ -86,8 +86,29 @@ func TestI2DipOfTheCheckersViewIsCheckedAtItsRevision(t *testing.T) {
 		})
 	}
 
-	// Without a way to read the API server (events fed by hand), a dip of the view is a violation.
+	// A read that fails for another reason than compaction (the API server restarting) is tried
+	// again, and then decides.
 	k := New()
+	calls := 0
+	k.replicaSetsAt = func(context.Context, string, string, int64) ([]appsv1.ReplicaSet, error) {
+		if calls++; calls == 1 {
+			return nil, errors.New("connection refused")
+		}
+		return []appsv1.ReplicaSet{*revisionRS("cx", 1003, 3, 3), *revisionRS("zb", 1007, 0, 0)}, nil
+	}
+	for _, e := range []any{shard(), revisionRS("zb", 830, 3, 3), revisionRS("cx", 904, 1, 0), revisionRS("zb", 1007, 0, 0)} {
+		k.observe(e)
+	}
+	k.verifyDips(context.Background(), false)
+	if len(k.pendingI2) != 1 || len(k.undecided) != 0 {
+		t.Fatalf("after a failed read: %d pending, undecided %q; want the dip pending", len(k.pendingI2), k.undecided)
+	}
+	if v := i2(k); len(v) != 0 || len(k.correctedI2) != 1 || calls != 2 {
+		t.Errorf("after the second read: violations %q, corrected %q, %d reads", v, k.correctedI2, calls)
+	}
+
+	// Without a way to read the API server (events fed by hand), a dip of the view is a violation.
+	k = New()
 	for _, e := range []any{shard(), revisionRS("zb", 830, 3, 3), revisionRS("zb", 1007, 0, 0)} {
 		k.observe(e)
 	}
