@@ -4,8 +4,11 @@ package main
 
 import (
 	"fmt"
+	"net"
+	"net/http"
 	"os"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -18,22 +21,30 @@ import (
 // browser fails the test; elsewhere it skips it.
 func requireBrowser() bool { return os.Getenv("SCHEMAGATE_BIN") != "" }
 
-// servePage serves a dashboard over a fake cluster of w whose one snapshot holds m, and returns
-// it with its address (http://127.0.0.1:port) and the cluster its controls act on.
-func servePage(t *testing.T, w *world, m ServiceModel) (*dashServer, string, *clients) {
+// pageServer is a dashboard on host over a fake cluster of w whose one snapshot holds m, with
+// the cluster its controls act on.
+func pageServer(t *testing.T, w *world, m ServiceModel, host string) (*dashServer, *clients) {
 	t.Helper()
 	brk := newBroker()
 	cl := w.clients()
-	d, err := newDashServer("", "", false, brk, testApp(cl, w.now).dashboardControl(cl))
+	d, err := newDashServer(host, "", false, brk, testApp(cl, w.now).dashboardControl(cl))
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, base := serveTest(t, d)
 	data, err := encodeSnapshot(&Snapshot{Now: w.now, Services: []ServiceModel{m}, Seq: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
 	brk.publish(data)
+	return d, cl
+}
+
+// servePage serves pageServer's dashboard, and returns it with its address
+// (http://127.0.0.1:port) and the cluster its controls act on.
+func servePage(t *testing.T, w *world, m ServiceModel) (*dashServer, string, *clients) {
+	t.Helper()
+	d, cl := pageServer(t, w, m, "")
+	_, base := serveTest(t, d)
 	return d, base, cl
 }
 
@@ -158,7 +169,8 @@ func TestBrowserConfirmText(t *testing.T) {
 		t.Errorf("confirmation %q", got)
 	}
 	br.Do(t, "malformed address",
-		chromedp.Evaluate[chromedp.Void](`location.hash = '#/%E0%A4%A/x'`),
+		chromedp.Navigate("about:blank"),
+		chromedp.Navigate(base+"/#/%E0%A4%A/x"),
 		chromedp.WaitVisible(chromedp.CSS(`#services tr.svc`)),
 	)
 	if p := br.Problems(); len(p) > 0 {
@@ -166,29 +178,56 @@ func TestBrowserConfirmText(t *testing.T) {
 	}
 }
 
-// TestBrowserWithoutTheKey: a page opened without the key, or with the key of another run, shows
-// no cluster data and says to open the printed URL; and the page sets no cookie.
-func TestBrowserWithoutTheKey(t *testing.T) {
+// TestBrowserKeys: the page shows nothing without the key, or with a wrong one, and says to open
+// the printed URL; it keeps a key only once the server accepted it, so a link with a wrong key
+// leaves the good one in place; a new run on the same port (a new key) shuts out a page that
+// holds the old one. The page sets no cookie.
+func TestBrowserKeys(t *testing.T) {
 	br := browser.Start(t, requireBrowser(), 4*time.Minute)
 	w := goldenWorld(t, "progressing")
-	_, base, _ := servePage(t, w, buildService(w.u, w.r, w.objs, nil, nil, w.now))
-	for _, c := range []struct{ what, url string }{
-		{"no key", base + "/"},
-		{"another run's key", base + "/#key=" + newSecret()},
-	} {
-		br.Do(t, c.what,
+	m := buildService(w.u, w.r, w.objs, nil, nil, w.now)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	host := ln.Addr().String()
+	base := "http://" + host
+	var run atomic.Pointer[dashServer] // the plugin's run serving host now
+	first, _ := pageServer(t, w, m, host)
+	run.Store(first)
+	srv := &http.Server{Handler: http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) { run.Load().ServeHTTP(rw, r) })}
+	go func() { _ = srv.Serve(ln) }()
+	t.Cleanup(func() { _ = srv.Close() })
+
+	open := func(what, url, want string) {
+		t.Helper()
+		br.Do(t, what,
 			chromedp.Navigate("about:blank"),
-			chromedp.Navigate(c.url),
-			chromedp.WaitVisible(chromedp.CSS(`#conn[data-state=closed]`)),
+			chromedp.Navigate(url),
+			chromedp.WaitVisible(chromedp.CSS(fmt.Sprintf(`#conn[data-state=%q]`, want))),
 		)
-		if n := browser.Eval[int](t, br, `document.querySelectorAll('#services tr.svc').length`); n != 0 {
-			t.Errorf("%s: the page lists %d RoutingServices", c.what, n)
+		rows := browser.Eval[int](t, br, `document.querySelectorAll('#services tr.svc').length`)
+		text := browser.Eval[string](t, br, `document.getElementById('conn').textContent`)
+		if want == "closed" && (rows != 0 || !strings.Contains(text, "open the URL the dashboard printed")) {
+			t.Errorf("%s: the page lists %d RoutingServices and says %q", what, rows, text)
 		}
-		if text := browser.Eval[string](t, br, `document.getElementById('conn').textContent`); !strings.Contains(text, "open the URL the dashboard printed") {
-			t.Errorf("%s: the page says %q", c.what, text)
+		if want == "live" && rows != 1 {
+			t.Errorf("%s: the page lists %d RoutingServices, want 1", what, rows)
+		}
+		if href := browser.Eval[string](t, br, `location.href`); strings.Contains(href, "key=") {
+			t.Errorf("%s: the key stayed in the address bar: %s", what, href)
 		}
 		if cookies := browser.Eval[string](t, br, `document.cookie`); cookies != "" {
-			t.Errorf("%s: cookies %q", c.what, cookies)
+			t.Errorf("%s: cookies %q", what, cookies)
 		}
 	}
+	open("no key", base+"/", "closed")
+	open("a wrong key", base+"/#key="+newSecret(), "closed")
+	open("the printed URL", first.URL(), "live")
+	open("a link with a wrong key", base+"/#key="+newSecret(), "closed")
+	open("again without the key: the good one was kept", base+"/", "live")
+	next, _ := pageServer(t, w, m, host)
+	run.Store(next)
+	open("the old key after a new run on the same port", base+"/", "closed")
+	open("the new run's URL", next.URL(), "live")
 }

@@ -24,7 +24,7 @@ const (
 	// maxStreams bounds the open event streams (tabs): each holds a connection and a goroutine.
 	maxStreams = 32
 	// frameTimeout bounds the write of one snapshot to one tab: a tab that stopped reading is
-	// dropped (its EventSource reconnects when it can) instead of holding a goroutine.
+	// dropped (the page reconnects when it can) instead of holding a goroutine.
 	frameTimeout = 10 * time.Second
 	// maxControlBody bounds a control request's body.
 	maxControlBody = 4 << 10

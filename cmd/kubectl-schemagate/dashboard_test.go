@@ -347,6 +347,22 @@ func TestDashboardKeyAndPage(t *testing.T) {
 			t.Errorf("%s: %d %s", path, rec.Code, rec.Header().Get("Content-Type"))
 		}
 	}
+	// The header is the defence against other sites: a preflight asking to send it is never granted.
+	for _, path := range []string{"/api/control", "/events", "/"} {
+		rec := request(d, "OPTIONS", path, "", false, false, func(r *http.Request) {
+			r.Header.Set("Origin", "http://evil.example")
+			r.Header.Set("Access-Control-Request-Method", "POST")
+			r.Header.Set("Access-Control-Request-Headers", keyHeader)
+		})
+		for k := range rec.Header() {
+			if strings.HasPrefix(k, "Access-Control-") {
+				t.Errorf("OPTIONS %s answers %s", path, k)
+			}
+		}
+		if rec.Code < 400 {
+			t.Errorf("OPTIONS %s: %d", path, rec.Code)
+		}
+	}
 	if rec := request(d, "HEAD", "/events", "", true, false, nil); rec.Code != http.StatusMethodNotAllowed {
 		t.Errorf("HEAD /events: %d", rec.Code)
 	}

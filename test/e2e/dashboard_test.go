@@ -81,7 +81,7 @@ func dashboard(t *testing.T, args ...string) (pageURL, base string, pid int) {
 		t.Fatalf("the dashboard printed no URL within 30 s (log %s)", logf.Name())
 	}
 	u, err := url.Parse(pageURL)
-	if err != nil || u.Hostname() != "127.0.0.1" || u.RawQuery != "" || len(strings.TrimPrefix(u.Fragment, "key=")) != 43 {
+	if err != nil || u.Hostname() != "127.0.0.1" || u.RawQuery != "" || !strings.HasPrefix(u.Fragment, "key=") || len(u.Fragment) != len("key=")+43 {
 		t.Fatalf("the dashboard printed %q: want http://127.0.0.1:PORT/#key=…", pageURL)
 	}
 	return pageURL, "http://" + u.Host, cmd.Process.Pid

@@ -3,7 +3,8 @@
 // inserted as text (text nodes, textContent, attribute values), never parsed as HTML.
 'use strict';
 (function () {
-  const dashKey = takeKey();
+  const taken = takeKey();
+  const dashKey = taken.key;
   const readOnly = meta('schemagate-read-only') === 'true';
   const app = document.getElementById('app');
   const conn = document.getElementById('conn');
@@ -11,21 +12,22 @@
   let skew = 0; // server clock minus this browser's, from the snapshot's time
   let lastResult = null; // the last control's answer: {key, state, text}
 
-  // takeKey moves the key from the printed URL's fragment (#key=KEY, optionally followed by a
-  // route such as /ns/name) into this origin's localStorage, out of the address bar, and returns
-  // it ('' when neither has one). localStorage is per origin, port included: unlike a cookie, no
-  // other server on 127.0.0.1 ever receives it.
+  // takeKey takes the key from the printed URL's fragment (#key=KEY, optionally followed by a
+  // route such as /ns/name) and drops it from the address bar at once; without one, the key this
+  // origin's localStorage holds from an earlier load ('' when none). localStorage is per origin,
+  // port included: unlike a cookie, no other server on 127.0.0.1 ever receives it. A key from the
+  // fragment is stored only once the server has accepted it (connect), so that a link with a
+  // wrong key cannot replace a good one.
   function takeKey() {
-    const m = /^#key=([A-Za-z0-9_-]{43})(\/.*)?$/.exec(location.hash);
+    const m = /^#key=([^/]*)(\/.*)?$/.exec(location.hash);
+    if (m) {
+      history.replaceState(null, '', location.pathname + '#' + (m[2] || '/'));
+      return {key: m[1], fresh: true};
+    }
     try {
-      if (m) {
-        localStorage.setItem('schemagate-key', m[1]);
-        history.replaceState(null, '', location.pathname + '#' + (m[2] || '/'));
-        return m[1];
-      }
-      return localStorage.getItem('schemagate-key') || '';
+      return {key: localStorage.getItem('schemagate-key') || '', fresh: false};
     } catch (e) {
-      return m ? m[1] : ''; // storage disabled: this load only
+      return {key: '', fresh: false}; // storage disabled
     }
   }
 
@@ -331,39 +333,59 @@
   function state(name, text) { conn.dataset.state = name; conn.textContent = text; }
 
   // connect reads the server-sent event stream with fetch, which can send the key in a header
-  // (EventSource cannot). A refused stream (401: a dashboard started again with a new key; 503:
-  // too many tabs) is not retried; a dropped one is, after 2 s.
+  // (EventSource cannot). A refused stream (401: the key of another run, or none) is not retried;
+  // one refused for too many tabs (503) is, after the server's Retry-After; a dropped one after
+  // 2 s. The request is aborted before any retry, so a stream this page stopped reading never
+  // keeps its place among the server's streams.
   async function connect() {
     if (!dashKey) {
       state('closed', 'no key: open the URL the dashboard printed');
       return;
     }
+    const abort = new AbortController();
+    let wait = 2000;
     try {
-      const r = await fetch('/events', {headers: {'X-Schemagate-Key': dashKey}, cache: 'no-store', credentials: 'omit'});
-      if (r.status === 401 || r.status === 503 || !r.body) {
-        state('closed', r.status === 503 ? 'disconnected: too many open dashboard tabs' : 'disconnected: open the URL the dashboard printed');
+      const r = await fetch('/events', {headers: {'X-Schemagate-Key': dashKey}, cache: 'no-store', credentials: 'omit', signal: abort.signal});
+      if (r.status === 401) {
+        state('closed', 'disconnected: open the URL the dashboard printed');
         return;
       }
-      if (!r.ok) throw new Error('HTTP ' + r.status);
-      state('live', 'live');
-      const reader = r.body.getReader();
-      const dec = new TextDecoder();
-      let buf = '';
-      for (;;) {
-        const {value, done} = await reader.read();
-        if (done) break;
-        buf += dec.decode(value, {stream: true});
-        let end;
-        while ((end = buf.indexOf('\n\n')) >= 0) {
-          frame(buf.slice(0, end));
-          buf = buf.slice(end + 2);
+      if (r.status === 503) {
+        wait = 1000 * Math.min(60, Math.max(1, Number(r.headers.get('Retry-After')) || 10));
+        state('reconnecting', 'too many open dashboard tabs: trying again in ' + wait / 1000 + ' s');
+      } else if (r.ok && r.body) {
+        if (taken.fresh) {
+          try { localStorage.setItem('schemagate-key', dashKey); } catch (e) { /* this load only */ }
+          taken.fresh = false;
         }
+        state('live', 'live');
+        await read(r.body.getReader());
+        state('reconnecting', 'reconnecting…');
+      } else {
+        state('reconnecting', 'reconnecting… (HTTP ' + r.status + ')');
       }
     } catch (e) {
-      // dropped: fall through to the retry
+      state('reconnecting', 'reconnecting…');
+    } finally {
+      abort.abort();
     }
-    state('reconnecting', 'reconnecting…');
-    setTimeout(connect, 2000);
+    setTimeout(connect, wait);
+  }
+
+  // read hands each complete frame of the stream to frame until the stream ends.
+  async function read(reader) {
+    const dec = new TextDecoder();
+    let buf = '';
+    for (;;) {
+      const {value, done} = await reader.read();
+      if (done) return;
+      buf += dec.decode(value, {stream: true});
+      let end;
+      while ((end = buf.indexOf('\n\n')) >= 0) {
+        frame(buf.slice(0, end));
+        buf = buf.slice(end + 2);
+      }
+    }
   }
 
   // frame handles one server-sent event: "event: snapshot" and its "data:" lines.
@@ -375,9 +397,17 @@
       else if (line.startsWith('data:')) data.push(line.slice(5).replace(/^ /, ''));
     }
     if (event !== 'snapshot' || data.length === 0) return;
-    snap = JSON.parse(data.join('\n'));
-    skew = Date.parse(snap.now) - Date.now();
-    render();
+    try {
+      snap = JSON.parse(data.join('\n'));
+      skew = Date.parse(snap.now) - Date.now();
+      render();
+      if (conn.dataset.state === 'error') state('live', 'live');
+    } catch (e) {
+      // One snapshot this page cannot show must not end the stream: the next one may render.
+      conn.dataset.state = 'error';
+      conn.textContent = 'a snapshot could not be shown: ' + e;
+      console.error(e);
+    }
   }
   window.addEventListener('hashchange', render);
   connect();
