@@ -82,6 +82,14 @@ type Checker struct {
 	pendingI2     []dip
 	rsHigh        int64
 	correctedI2   []string
+	// jobsAndPodsAt reads the API server's Jobs and schema pods at a past revision (nil in unit
+	// tests); i1Reads are the scale-ups whose evidence this checker has not seen 5 s on, to be
+	// read there; heldAt records what those reads found, and correctedI1 the scale-ups they
+	// cleared (confirm_at.go).
+	jobsAndPodsAt JobsAndPodsAt
+	i1Reads       []pendingCheck
+	heldAt        map[string]string
+	correctedI1   []string
 
 	// confirmedWall[ns/rsvc-uid][version] is when this checker first saw that version confirmed
 	// (its clock): what a region's checker compares its ReplicaSets with (Follow).
@@ -111,9 +119,11 @@ type jobEvidence struct {
 }
 
 type pendingCheck struct {
-	due  time.Time
-	rsRV int64
-	rs   *appsv1.ReplicaSet
+	// asked is set once the API server's state at rsRV has been asked for (confirm_at.go).
+	asked bool
+	due   time.Time
+	rsRV  int64
+	rs    *appsv1.ReplicaSet
 	// seen is when a region's checker saw the scale-up, and uid the RoutingService it belongs to
 	// once found in the hub (spoke checks only).
 	seen time.Time
@@ -154,6 +164,7 @@ func New() *Checker {
 
 		confirmedWall: map[string]map[string]time.Time{},
 		servedGen:     map[string]int64{},
+		heldAt:        map[string]string{},
 	}
 }
 
@@ -208,6 +219,7 @@ func (k *Checker) Watch(ctx context.Context, c cache.Cache) error {
 	}
 	go wait.UntilWithContext(ctx, func(ctx context.Context) {
 		k.settle(false)
+		k.readI1(ctx, false)
 		k.verifyDips(ctx, false)
 	}, 200*time.Millisecond)
 	return nil
@@ -260,6 +272,7 @@ func StartFollowing(ctx context.Context, cfg *rest.Config, scheme *runtime.Schem
 	}
 	k := New()
 	k.replicaSetsAt = ReplicaSetsAtRevision(cs)
+	k.jobsAndPodsAt = JobsAndPodsAtRevision(cs)
 	c, err := cache.New(cfg, cache.Options{Scheme: scheme, ByObject: map[client.Object]cache.ByObject{&corev1.Pod{}: {Label: schemaPods}},
 		DefaultWatchErrorHandler: func(ctx context.Context, r *toolscache.Reflector, err error) {
 			if t := r.TypeDescription(); strings.Contains(t, "Pod") || strings.Contains(t, "Job") {
@@ -300,7 +313,14 @@ func (k *Checker) Report(w io.Writer) int {
 	k.mu.Lock()
 	undecided := append([]string(nil), k.undecided...)
 	corrected := append([]string(nil), k.correctedI2...)
+	correctedI1 := append([]string(nil), k.correctedI1...)
 	k.mu.Unlock()
+	if len(correctedI1) > 0 {
+		fmt.Fprintf(w, "I1 scale-ups whose evidence this checker's watches never delivered, confirmed by the API server's state at their revision (not counted): %d\n", len(correctedI1))
+		for _, c := range correctedI1 {
+			fmt.Fprintln(w, "  "+c)
+		}
+	}
 	if len(corrected) > 0 {
 		fmt.Fprintf(w, "I2 dips of this checker's own view that the API server did not hold at the same resourceVersion (its informer lagged; not counted): %d\n", len(corrected))
 		for _, c := range corrected {
@@ -319,6 +339,8 @@ func (k *Checker) Report(w io.Writer) int {
 // Violations returns what was violated so far (after settling pending checks), and how many
 // events were checked.
 func (k *Checker) Violations() ([]string, int) {
+	k.settle(false)
+	k.readI1(context.Background(), true)
 	k.settle(true)
 	k.verifyDips(context.Background(), true)
 	k.mu.Lock()
@@ -568,18 +590,21 @@ func (k *Checker) settle(final bool) {
 		if owner == nil {
 			continue
 		}
-		need, newest := rollout.RecordedRange(p.rs)
-		ok, later := false, false
-		for v, at := range k.confirmedAt[p.rs.Namespace+"/"+string(owner.UID)] {
-			if schemaversion.AtLeast(v, need) && (newest == "" || schemaversion.AtLeast(newest, v)) {
-				later = true
-				if at < p.rsRV {
-					ok = true
-					break
-				}
+		need, _ := rollout.RecordedRange(p.rs)
+		ok, later := k.confirmedBefore(p.rs.Namespace, string(owner.UID), p.rs, p.rsRV)
+		if !ok && final {
+			if held, found := k.heldAt[i1ReadKey(p)]; found && held != "" {
+				// The checker's own watches missed the evidence; the API server's state at the
+				// scale-up's revision had it (confirm_at.go).
+				k.correctedI1 = append(k.correctedI1, held)
+				continue
 			}
 		}
 		if !ok && !final {
+			if !p.asked && k.jobsAndPodsAt != nil {
+				p.asked = true
+				k.i1Reads = append(k.i1Reads, p)
+			}
 			// Not confirmed yet as far as this checker has seen: its Job or Pod informer may lag
 			// (a relist after a kube-apiserver outage can take tens of seconds). Confirmations
 			// are compared by resourceVersion, so waiting changes no verdict: it is decided at
@@ -601,6 +626,21 @@ func (k *Checker) settle(final bool) {
 	}
 	k.pendingI1 = keep
 	k.settleSpoke(final, now)
+}
+
+// confirmedBefore reports whether this checker has seen a schema inside rs's recorded range
+// confirmed for RoutingService uid below resourceVersion rsRV (ok), or at all (later). k.mu is held.
+func (k *Checker) confirmedBefore(ns, uid string, rs *appsv1.ReplicaSet, rsRV int64) (ok, later bool) {
+	need, newest := rollout.RecordedRange(rs)
+	for v, at := range k.confirmedAt[ns+"/"+uid] {
+		if schemaversion.AtLeast(v, need) && (newest == "" || schemaversion.AtLeast(newest, v)) {
+			later = true
+			if at < rsRV {
+				return true, true
+			}
+		}
+	}
+	return false, later
 }
 
 // settleSpoke decides the spoke I1 checks that are due: a schema inside the ReplicaSet's range
