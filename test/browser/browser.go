@@ -101,7 +101,7 @@ func Start(t testing.TB, require bool, timeout time.Duration) *Session {
 	})
 	follow(chromedp.Events(ctx, cdplog.EntryAdded), func(ev cdplog.EventEntryAdded) {
 		if ev.Entry != nil && ev.Entry.Level == cdplog.EntryLevelError {
-			s.add(&s.problems, "log: "+ev.Entry.Text)
+			s.add(&s.problems, "log: "+ev.Entry.Text+" ("+ev.Entry.URL+")")
 		}
 	})
 	follow(chromedp.Events(ctx, network.RequestWillBeSent), func(ev network.EventRequestWillBeSent) {

@@ -342,7 +342,9 @@
       state('closed', 'no key: open the URL the dashboard printed');
       return;
     }
+    if (leaving) return;
     const abort = new AbortController();
+    stream = abort;
     let wait = 2000;
     try {
       const r = await fetch('/events', {headers: {'X-Schemagate-Key': dashKey}, cache: 'no-store', credentials: 'omit', signal: abort.signal});
@@ -369,8 +371,23 @@
     } finally {
       abort.abort();
     }
-    setTimeout(connect, wait);
+    if (!leaving) retry = setTimeout(connect, wait);
   }
+
+  // A page left for another (or kept in the back/forward cache) lets its stream go and retries
+  // nothing; brought back from that cache, it connects again.
+  let leaving = false, stream = null, retry = null;
+  window.addEventListener('pagehide', () => {
+    leaving = true;
+    clearTimeout(retry);
+    if (stream) stream.abort();
+  });
+  window.addEventListener('pageshow', e => {
+    if (e.persisted) {
+      leaving = false;
+      connect();
+    }
+  });
 
   // read hands each complete frame of the stream to frame until the stream ends.
   async function read(reader) {
