@@ -247,15 +247,14 @@ func (p *planner) contractDecide() contractDecision {
 		d.reason, d.message = reason, msg
 		return d
 	}
-	for _, shard := range p.rsvc.Spec.Shards {
-		if view, frozen := p.frozen[shard.Name]; frozen {
-			// The pods of an unreachable cluster cannot be counted: an older revision may still
-			// run there, and the contract would break it.
-			d.reason = routingv1alpha1.ReasonOlderPodsRemain
-			d.message = fmt.Sprintf("shard %s's cluster %s is %s, so its pods cannot be counted; the contract to schema %s waits until it answers", shard.Name, view.Name, view.State, d.version)
-			d.wake = p.now.Add(olderPodsRecheck)
-			return d
-		}
+	if unseen := p.unseenPlaces(); len(unseen) > 0 {
+		// The pods of an unreachable cluster cannot be counted: an older revision may still
+		// run there, and the contract would break it.
+		u := unseen[0]
+		d.reason = routingv1alpha1.ReasonOlderPodsRemain
+		d.message = fmt.Sprintf("shard %s's cluster %s is %s, so its pods cannot be counted; the contract to schema %s waits until it answers", u.shard, u.view.Name, u.view.State, d.version)
+		d.wake = p.now.Add(olderPodsRecheck)
+		return d
 	}
 	if msg := p.olderPods(); msg != "" {
 		d.reason, d.message = routingv1alpha1.ReasonOlderPodsRemain, fmt.Sprintf("every shard is promoted to revision %s, but %s; the contract to schema %s waits until no pod of an older revision exists", p.update, msg, d.version)

@@ -257,6 +257,9 @@ func (p *planner) keepHistory() {
 			serving = true
 		}
 	}
+	// A revision none of whose ReplicaSets is seen may still have one where a shard's cluster does
+	// not answer: its record is kept until every place is seen (S-43).
+	blind := len(p.unseenPlaces()) > 0
 	taken, highest := false, int64(0)
 	for _, cr := range p.observed.ControllerRevisions {
 		if cr == nil {
@@ -276,7 +279,7 @@ func (p *planner) keepHistory() {
 		case !metav1.IsControlledBy(cr, p.rsvc):
 		case !p.verifiedRecords[cr]:
 			p.act(Action{Kind: DeleteRecord, Record: cr, Note: fmt.Sprintf("revision record %s does not hash to revision %s", cr.Name, rev)})
-		case !has[rev] && rev != p.update:
+		case !has[rev] && rev != p.update && !blind:
 			p.act(Action{Kind: DeleteRecord, Record: cr, Note: fmt.Sprintf("no ReplicaSet of revision %s is left", rev)})
 		}
 	}

@@ -258,52 +258,75 @@ func describeIncompatible(list []incompatible) string {
 type expandVerdict int
 
 const (
-	// expandStart: no revision stands in the migration's way.
+	// expandStart: no revision stands in the migration's way, and every place is seen.
 	expandStart expandVerdict = iota
-	// expandBreaking: revisions stand in its way, and allowBreakingMigration says to go on.
+	// expandBreaking: revisions stand in its way (or a place cannot be seen), and
+	// allowBreakingMigration says to go on.
 	expandBreaking
-	// expandBinaryFirst: revisions stand in its way, and the update revision runs on the
-	// database's current schema: shards roll first, the migration follows.
+	// expandBinaryFirst: revisions stand in its way, or a place cannot be seen, and the update
+	// revision runs on the database's current schema: shards roll first, the migration follows.
 	expandBinaryFirst
 	// expandRefused: revisions stand in its way and nothing else can move: IncompatibleRevision.
 	expandRefused
+	// expandUnseen: nothing seen stands in its way, but a shard's cluster does not answer, so what
+	// serves there is not known: the migration waits for it (S-43).
+	expandUnseen
 )
 
 // decideExpand is the expand gate's rule, from what it observed: how many revisions that serve
-// or that a rollback would return to cannot run on the migration's version, whether
-// allowBreakingMigration is set, and whether the update revision runs on the current schema.
-func decideExpand(incompatible int, allowBreaking, updateRunsOnCurrent bool) expandVerdict {
+// or that a rollback would return to cannot run on the migration's version, how many places
+// (shards whose cluster does not answer) cannot be seen, whether allowBreakingMigration is set,
+// and whether the update revision runs on the current schema. A place not seen is never read as
+// a place where nothing serves.
+func decideExpand(incompatible, unseen int, allowBreaking, updateRunsOnCurrent bool) expandVerdict {
 	switch {
-	case incompatible == 0:
+	case incompatible == 0 && unseen == 0:
 		return expandStart
 	case allowBreaking:
 		return expandBreaking
 	case updateRunsOnCurrent:
 		return expandBinaryFirst
-	default:
+	case incompatible > 0:
 		return expandRefused
+	default:
+		return expandUnseen
 	}
 }
 
 // expandGate decides whether the migration to spec.schema.version may start now. It returns true
-// when it may (no revision stands in its way, or allowBreakingMigration says to go on); otherwise
-// it sets the SchemaReady condition: binary-first when the update revision runs on the database's
-// current version (shards roll first), IncompatibleRevision (Stalled) when it does not.
+// when it may (no revision stands in its way and every place is seen, or allowBreakingMigration
+// says to go on); otherwise it sets the SchemaReady condition: binary-first when the update
+// revision runs on the database's current version (shards roll first), IncompatibleRevision
+// (Stalled) when it does not, and the cluster's reason while only a place not seen holds it.
 func (p *planner) expandGate() bool {
 	required := p.rsvc.Spec.Schema.Version
 	list := p.incompatibleWith(required)
+	unseen := p.unseenPlaces()
 	current := p.confirmedNow()
-	switch decideExpand(len(list), p.rsvc.Spec.Schema.AllowBreakingMigration, p.updateRange().contains(current)) {
+	switch decideExpand(len(list), len(unseen), p.rsvc.Spec.Schema.AllowBreakingMigration, p.updateRange().contains(current)) {
 	case expandStart:
 		return true
 	case expandBreaking:
 		p.breaking = describeIncompatible(list)
+		if len(unseen) > 0 {
+			p.breaking = strings.TrimPrefix(p.breaking+"; and whatever serves where it cannot be seen: "+describeUnseen(unseen), "; and ")
+		}
 		return true
 	case expandBinaryFirst:
 		p.binaryFirst = true
+		var why []string
+		if len(list) > 0 {
+			why = append(why, "no revision that serves or that a rollback would return to excludes it: "+describeIncompatible(list))
+		}
+		if len(unseen) > 0 {
+			why = append(why, "every shard's cluster answers, so that what serves there can be seen: "+describeUnseen(unseen))
+		}
 		p.schemaCondition(metav1.ConditionFalse, routingv1alpha1.ReasonMigrationPending, fmt.Sprintf(
-			"binary first: revision %s runs on %s, which contains the database's schema %s, so shards roll before the migration; the migration to %s starts once no revision that serves or that a rollback would return to excludes it: %s",
-			p.update, p.updateRange(), current, required, describeIncompatible(list)))
+			"binary first: revision %s runs on %s, which contains the database's schema %s, so shards roll before the migration; the migration to %s starts once %s",
+			p.update, p.updateRange(), current, required, strings.Join(why, ", and once ")))
+		return false
+	case expandUnseen:
+		p.holdForUnseen(required, unseen)
 		return false
 	}
 	p.failSchema(routingv1alpha1.ReasonIncompatibleRevision, fmt.Sprintf(

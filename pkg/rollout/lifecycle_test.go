@@ -152,18 +152,23 @@ func TestNextSchemaPhase(t *testing.T) {
 func TestDecideExpand(t *testing.T) {
 	for _, tc := range []struct {
 		name                         string
-		incompatible                 int
+		incompatible, unseen         int
 		allowBreaking, runsOnCurrent bool
 		want                         expandVerdict
 	}{
-		{"nothing in the way", 0, false, false, expandStart},
-		{"nothing in the way, opt-in irrelevant", 0, true, true, expandStart},
-		{"in the way, planned downtime", 1, true, false, expandBreaking},
-		{"in the way, the new binary runs on today's schema", 2, false, true, expandBinaryFirst},
-		{"in the way, nothing can move", 1, false, false, expandRefused},
+		{"nothing in the way", 0, 0, false, false, expandStart},
+		{"nothing in the way, opt-in irrelevant", 0, 0, true, true, expandStart},
+		{"in the way, planned downtime", 1, 0, true, false, expandBreaking},
+		{"in the way, the new binary runs on today's schema", 2, 0, false, true, expandBinaryFirst},
+		{"in the way, nothing can move", 1, 0, false, false, expandRefused},
+		// S-43: a place not seen is never a place where nothing serves.
+		{"a place not seen, nothing else in the way", 0, 1, false, false, expandUnseen},
+		{"a place not seen, the new binary runs on today's schema", 0, 2, false, true, expandBinaryFirst},
+		{"a place not seen and a revision in the way", 1, 1, false, false, expandRefused},
+		{"a place not seen, planned downtime", 0, 1, true, false, expandBreaking},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := decideExpand(tc.incompatible, tc.allowBreaking, tc.runsOnCurrent); got != tc.want {
+			if got := decideExpand(tc.incompatible, tc.unseen, tc.allowBreaking, tc.runsOnCurrent); got != tc.want {
 				t.Fatalf("verdict %d, want %d", got, tc.want)
 			}
 		})

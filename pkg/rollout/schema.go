@@ -9,6 +9,7 @@ import (
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
@@ -226,6 +227,10 @@ func (p *planner) schemaGate() bool {
 		activity := routingv1alpha1.ReasonMigrating
 		if st.SuspendedSince != nil {
 			activity = routingv1alpha1.ReasonMigrationSuspended
+		}
+		if c := meta.FindStatusCondition(p.status.Conditions, routingv1alpha1.ConditionSchemaReady); c != nil && isClusterReason(c.Reason) {
+			// The expand gate waits for a place it cannot see (holdForUnseen).
+			activity = c.Reason
 		}
 		p.setActivity(activity, p.conditionMessage(routingv1alpha1.ConditionSchemaReady))
 	}
