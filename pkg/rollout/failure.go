@@ -57,6 +57,12 @@ func (p *planner) handleFailure() {
 			refused = append(refused, fmt.Sprintf("shard %s to revision %s (runs on %s)", shard.Name, revisionOf(target), p.revisionRange(target)))
 			continue
 		}
+		if next := outside(p.revisionRange(target), p.pendingSchemas()); target != nil && len(next) > 0 {
+			// Nor on the schema a live migration or contract may bring it to any moment
+			// (nextschema.go).
+			refused = append(refused, fmt.Sprintf("shard %s to revision %s (runs on %s; %s)", shard.Name, revisionOf(target), p.revisionRange(target), next[0]))
+			continue
+		}
 		if target == nil || !p.mayRun(target) {
 			stuck = append(stuck, shard.Name)
 			continue

@@ -380,18 +380,32 @@ func (p *planner) lifecycle() {
 	st.Revisions = p.revisionSchemas(view)
 
 	db := p.databaseVersion()
+	pending := p.pendingSchemas()
 	var unsafe []string
+	var next []pendingSchema
 	targets := p.rollbackTargets(view)
 	for _, shard := range p.shardNames() {
-		if rs := targets[shard]; rs != nil && !p.revisionRange(rs).contains(db) {
-			unsafe = append(unsafe, fmt.Sprintf("shard %s to revision %s (runs on %s)", shard, revisionOf(rs), p.revisionRange(rs)))
+		rs := targets[shard]
+		if rs == nil {
+			continue
+		}
+		r := p.revisionRange(rs)
+		out := outside(r, pending)
+		if !r.contains(db) || len(out) > 0 {
+			unsafe = append(unsafe, fmt.Sprintf("shard %s to revision %s (runs on %s)", shard, revisionOf(rs), r))
+			next = append(next, out...)
 		}
 	}
 	switch {
 	case len(unsafe) > 0:
+		may := ""
+		if len(next) > 0 {
+			// A live migration or contract: the database may be at its version any moment.
+			may = fmt.Sprintf(" (and %s)", next[0])
+		}
 		p.setCondition(routingv1alpha1.ConditionRollbackSafe, metav1.ConditionFalse, routingv1alpha1.ReasonRollbackUnsafe, fmt.Sprintf(
-			"the database reports schema %s, outside the range of a revision a rollback would return to: %s; such a rollback is refused, and rolling forward still works",
-			orNone(db), strings.Join(unsafe, ", ")))
+			"the database reports schema %s%s, outside the range of a revision a rollback would return to: %s; such a rollback is refused, and rolling forward still works",
+			orNone(db), may, strings.Join(unsafe, ", ")))
 	case len(targets) == 0:
 		p.setCondition(routingv1alpha1.ConditionRollbackSafe, metav1.ConditionTrue, routingv1alpha1.ReasonRollbackAvailable, fmt.Sprintf(
 			"no shard has an earlier revision to roll back to from revision %s", p.update))

@@ -633,7 +633,7 @@ func (p *planner) rollTowards(shard routingv1alpha1.ShardSpec, revision string, 
 		others = append(others, counts(rs))
 	}
 	newTarget, _ := Step(b, Counts{}, others)
-	if revision == p.update && !p.updateRange().contains(p.confirmedNow()) {
+	if revision == p.update && !p.mayRunOn(p.updateRange()) {
 		// I1: pods only on a schema inside their revision's range (the callers check it too).
 		newTarget = 0
 	}

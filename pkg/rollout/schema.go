@@ -160,6 +160,13 @@ func (p *planner) schemaGate() bool {
 		p.databaseAheadOfUpdate(confirmed)
 		return false
 	}
+	if list := outside(p.updateRange(), p.pendingSchemas()); ev.confirms(required) && p.awaitingCheck == "" && len(list) > 0 {
+		p.waitForPending(list)
+		if p.stallReason == "" {
+			p.setActivity(routingv1alpha1.ReasonMigrating, p.conditionMessage(routingv1alpha1.ConditionSchemaReady))
+		}
+		return false
+	}
 	if ev.confirms(required) && p.awaitingCheck == "" {
 		switch {
 		case latest == nil && ev.oj.check:

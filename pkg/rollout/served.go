@@ -127,5 +127,5 @@ func (p *planner) mayRun(rs *appsv1.ReplicaSet) bool {
 	if p.awaitingCheck != "" && schemaversion.AtLeast(need, p.awaitingCheck) {
 		return false
 	}
-	return need != "" && p.revisionRange(rs).contains(p.confirmedNow())
+	return need != "" && p.mayRunOn(p.revisionRange(rs))
 }

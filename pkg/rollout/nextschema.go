@@ -1,0 +1,73 @@
+package rollout
+
+import (
+	"fmt"
+	"strings"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	routingv1alpha1 "github.com/schemagate/schemagate/api/v1alpha1"
+)
+
+// The schema the database may be at next. A migration or contract Job of this RoutingService that
+// has started and may still change the database (live: not finished, or with pods left) may bring
+// it to its version at any moment, whatever the spec says now. So a revision may run only on a
+// range that contains the confirmed version and every such version: a spec reverted to an older
+// revision while a migration it cannot run on is still running rolls nothing back onto it (it
+// would serve on the new schema the moment the migration ends), and once the migration has ended
+// the evidence decides (the revert is refused if it confirmed its version, and rolls if it ended
+// without effect).
+
+// pendingSchema is a version a live migration or contract Job may bring the database to.
+type pendingSchema struct {
+	version, job, kind string
+}
+
+func (s pendingSchema) String() string {
+	return fmt.Sprintf("%s Job %s may bring the database to schema %s", s.kind, s.job, s.version)
+}
+
+// pendingSchemas are the versions the live migration and contract Jobs that count as evidence
+// (ownedJobs) may bring the database to, lowest attempt first.
+func (p *planner) pendingSchemas() []pendingSchema {
+	var out []pendingSchema
+	for _, jobs := range [][]ownedJob{p.jobs, p.contracts} {
+		for i := range jobs {
+			if oj := &jobs[i]; live(oj.job) {
+				out = append(out, pendingSchema{version: oj.version, job: oj.job.Name, kind: oj.kind()})
+			}
+		}
+	}
+	return out
+}
+
+// outside lists the pending versions r does not contain.
+func outside(r schemaRange, pending []pendingSchema) []pendingSchema {
+	var out []pendingSchema
+	for _, s := range pending {
+		if !r.contains(s.version) {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// mayRunOn reports whether a revision that runs on r may have pods now: r contains the confirmed
+// version and every version a live migration or contract may bring the database to (I1).
+func (p *planner) mayRunOn(r schemaRange) bool {
+	return r.contains(p.confirmedNow()) && len(outside(r, p.pendingSchemas())) == 0
+}
+
+// waitForPending closes the gate of an update revision whose confirmed schema it runs on while a
+// live migration or contract may bring the database outside its range: SchemaReady False,
+// WaitingForMigration, naming the Job, the version and the range. What serves keeps serving; the
+// Job's watch event wakes the next reconcile when it ends.
+func (p *planner) waitForPending(list []pendingSchema) {
+	parts := make([]string, 0, len(list))
+	for _, s := range list {
+		parts = append(parts, s.String())
+	}
+	p.schemaCondition(metav1.ConditionFalse, routingv1alpha1.ReasonWaitingForMigration, fmt.Sprintf(
+		"revision %s runs on %s and the database is confirmed at %s, but %s, outside that range: nothing of revision %s is created or scaled up until it has ended, and every shard keeps serving what it serves",
+		p.update, p.updateRange(), orNone(p.confirmedNow()), strings.Join(parts, "; "), p.update))
+}
