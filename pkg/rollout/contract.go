@@ -242,6 +242,11 @@ func (p *planner) contractDecide() contractDecision {
 		}
 		return d
 	}
+	if rec := p.recordedContract(); rec != "" && schemaversion.AtLeast(rec, d.version) {
+		// Its Job is gone, the record of it is not: it never runs twice.
+		d.state, d.message = contractComplete, contractRecordMessage(rec)
+		return d
+	}
 	d.state = contractWaiting
 	if reason, msg := p.contractShardsWait(d.version); reason != "" {
 		d.reason, d.message = reason, msg
@@ -630,7 +635,7 @@ func (p *planner) contractRangeOK(rs *appsv1.ReplicaSet, version string) bool {
 // rollback gate reads it with the reported version, so a lost report never makes a revision
 // whose range ends below a contract look safe again.
 func (p *planner) contractFloor() string {
-	floor := ""
+	floor := p.recordedContract()
 	for i := range p.contracts {
 		oj := &p.contracts[i]
 		own := readingOf(p.readings, oj)

@@ -354,9 +354,14 @@ func TestContractApprovalActsOnceAndIsRecorded(t *testing.T) {
 			t.Fatalf("ReplicaSet %s records %q", rs.Name, rs.Annotations[annotationHandledApproveContract])
 		}
 	}
-	// Status lost, the Job gone, the same annotation: nothing approves again.
+	// Status lost, the Job gone, the same annotation: nothing approves again. The database is
+	// restored from before the contract, and a person removed the record of the contract done
+	// from the ReplicaSets (contracted.go), so that the contract is due again.
 	w.run(50, func() bool { return w.contractReason() == routingv1alpha1.ReasonContractComplete })
 	w.deleteJob(ContractJobName("rs-a", "3", 1))
+	for _, rs := range w.rss {
+		delete(rs.Annotations, annotationContracted)
+	}
 	w.dirty, w.confirmed = false, "2"
 	w.skipI1 = true
 	w.rsvc.Status = routingv1alpha1.RoutingServiceStatus{}

@@ -172,6 +172,10 @@ func (p *planner) recordControls() {
 			want[c.record] = strings.Join(hist, " ")
 		}
 	}
+	if done := p.contractDone(); done != "" {
+		// Not a control, but kept the same way: contracted.go.
+		want[annotationContracted] = done
+	}
 	if len(want) == 0 {
 		return
 	}
@@ -184,7 +188,7 @@ func (p *planner) recordControls() {
 		}
 		if len(diff) > 0 {
 			p.act(Action{Kind: RecordControls, ReplicaSet: rs, Annotations: diff,
-				Note: fmt.Sprintf("record the handled controls (%s) on shard %s's revision %s", strings.Join(sortedKeys(diff), ", "), rs.Labels[LabelShard], rs.Labels[LabelRevision])})
+				Note: fmt.Sprintf("record the handled controls and the contract done (%s) on shard %s's revision %s", strings.Join(sortedKeys(diff), ", "), rs.Labels[LabelShard], rs.Labels[LabelRevision])})
 		}
 	}
 	for _, a := range p.plan.Actions {

@@ -7,6 +7,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	routingv1alpha1 "github.com/schemagate/schemagate/api/v1alpha1"
+	"github.com/schemagate/schemagate/pkg/schemaversion"
 )
 
 // The schema the database may be at next. A migration or contract Job of this RoutingService that
@@ -55,6 +56,11 @@ func outside(r schemaRange, pending []pendingSchema) []pendingSchema {
 // mayRunOn reports whether a revision that runs on r may have pods now: r contains the confirmed
 // version and every version a live migration or contract may bring the database to (I1).
 func (p *planner) mayRunOn(r schemaRange) bool {
+	if floor := p.contractFloor(); floor != "" && !r.contains(floor) && schemaversion.AtLeast(floor, p.confirmedNow()) {
+		// A contract ran (or runs) to a version above what the evidence still says (its Job is
+		// gone): the database is there, whatever the older report says (contracted.go).
+		return false
+	}
 	return r.contains(p.confirmedNow()) && len(outside(r, p.pendingSchemas())) == 0
 }
 

@@ -76,3 +76,48 @@ func TestRevertAfterTheMigrationFailedRollsBack(t *testing.T) {
 		t.Fatalf("after the migration to 2 ended without effect, the revert to v1 rolls: %s", got)
 	}
 }
+
+// The history that protects a rollback outlives the Job that made it: once the contract to 3 has
+// run, deleting its Job (by hand, or a cleanup) neither runs the contract again nor lets a spec
+// reverted to v1 (runs on [1, 2]) roll v1 onto the contracted schema.
+func TestDeletedContractJobRunsNothingAgainAndHoldsARevert(t *testing.T) {
+	w := steadyOn(t, compat("", "2"))
+	w.rsvc.Spec.Schema.Contract = contractSpec("3", "contract:ok", 0)
+	w.update("app:v2", "2", "migrate:ok")
+	w.rsvc.Spec.Schema.Compatibility = nil
+	w.run(400, func() bool {
+		return w.confirmed == "3" && w.rsvc.Status.Schema.Phase == routingv1alpha1.SchemaPhaseComplete
+	})
+	for name, j := range w.jobs {
+		if j.Labels[LabelComponent] == ComponentContract {
+			delete(w.jobs, name)
+			for pn, pod := range w.pods {
+				if pod.Labels[LabelComponent] == ComponentContract {
+					delete(w.pods, pn)
+				}
+			}
+		}
+	}
+	for i := 0; i < 30; i++ {
+		w.reconcile()
+		w.tick()
+		w.now = w.now.Add(time.Second)
+	}
+	if jobs := w.contractJobs(); len(jobs) != 0 {
+		t.Fatalf("the contract ran again after its Job was deleted: %v", jobs)
+	}
+	w.rsvc.Spec.Schema.Contract = nil
+	w.update("app:v1", "1", "migrate:ok")
+	w.rsvc.Spec.Schema.Compatibility = compat("", "2")
+	for i := 0; i < 60; i++ {
+		w.reconcile()
+		w.tick()
+		w.now = w.now.Add(time.Second)
+	}
+	if got := w.shardImages(); got != "us-east=app:v2:3 eu-west=app:v2:3 ap-south=app:v2:3" {
+		t.Fatalf("a revert to v1 (runs on [1, 2]) rolled onto the contracted schema 3 once the contract Job was gone: %s; log:\n%s", got, strings.Join(w.log, "\n"))
+	}
+	if !w.stalledWith(routingv1alpha1.ReasonRollbackRefused) {
+		t.Fatalf("Stalled = %+v, want RollbackRefused", w.condition(routingv1alpha1.ConditionStalled))
+	}
+}

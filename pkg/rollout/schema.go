@@ -160,6 +160,13 @@ func (p *planner) schemaGate() bool {
 		p.databaseAheadOfUpdate(confirmed)
 		return false
 	}
+	if floor := p.contractFloor(); ev.confirms(required) && p.awaitingCheck == "" && floor != "" &&
+		schemaversion.AtLeast(floor, confirmed) && !p.updateRange().contains(floor) {
+		// A contract ran to floor and its Job (with its report) is gone: the database is there,
+		// whatever the older evidence says (contracted.go).
+		p.databaseAheadOfUpdate(floor)
+		return false
+	}
 	if list := outside(p.updateRange(), p.pendingSchemas()); ev.confirms(required) && p.awaitingCheck == "" && len(list) > 0 {
 		p.waitForPending(list)
 		if p.stallReason == "" {
