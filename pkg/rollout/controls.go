@@ -172,28 +172,59 @@ func (p *planner) recordControls() {
 			want[c.record] = strings.Join(hist, " ")
 		}
 	}
+	fail, failWrite := p.failureWant()
 	if done := p.contractDone(); done != "" {
 		// Not a control, but kept the same way: contracted.go.
 		want[annotationContracted] = done
 	}
-	if len(want) == 0 {
+	if len(want) == 0 && !failWrite {
 		return
 	}
+	deleted := map[*appsv1.ReplicaSet]bool{}
+	for _, a := range p.plan.Actions {
+		if a.Kind == DeleteReplicaSet {
+			deleted[a.ReplicaSet] = true
+		}
+	}
 	for _, rs := range p.recordedReplicaSets() {
+		if deleted[rs] {
+			continue // a patch of a ReplicaSet this plan deletes would fail, and stop the apply
+		}
 		diff := map[string]string{}
 		for k, v := range want {
-			if rs.Annotations[k] != v {
+			if old, has := rs.Annotations[k]; old != v && (has || v != "") {
 				diff[k] = v
+			}
+		}
+		if failWrite {
+			// The failure goes on the update revision's ReplicaSets only, the ones its rollback
+			// acts on; a shard the revision never reached is not written (S-17). A record left
+			// on another is cleared.
+			v := ""
+			if rs.Labels[LabelRevision] == p.update {
+				v = fail
+			}
+			if old, has := rs.Annotations[annotationFailure]; old != v && (has || v != "") {
+				diff[annotationFailure] = v
 			}
 		}
 		if len(diff) > 0 {
 			p.act(Action{Kind: RecordControls, ReplicaSet: rs, Annotations: diff,
-				Note: fmt.Sprintf("record the handled controls and the contract done (%s) on shard %s's revision %s", strings.Join(sortedKeys(diff), ", "), rs.Labels[LabelShard], rs.Labels[LabelRevision])})
+				Note: fmt.Sprintf("record the handled controls, the failure and the contract done (%s) on shard %s's revision %s", strings.Join(sortedKeys(diff), ", "), rs.Labels[LabelShard], rs.Labels[LabelRevision])})
 		}
+	}
+	stamp := map[string]string{}
+	for k, v := range want {
+		if v != "" {
+			stamp[k] = v
+		}
+	}
+	if fail != "" {
+		stamp[annotationFailure] = fail
 	}
 	for _, a := range p.plan.Actions {
 		if a.Kind == CreateReplicaSet {
-			SetAnnotations(a.ReplicaSet, want)
+			SetAnnotations(a.ReplicaSet, stamp)
 		}
 	}
 }

@@ -257,8 +257,21 @@ func checkFuzzPlan(t *testing.T, which string, o Observed, plan Plan) {
 		}
 		if a.Kind == RecordControls {
 			for k, v := range a.Annotations {
-				if len(v) > maxHandledRecords*(len("sha256-")+32+1) || !strings.HasPrefix(k, "schemagate.io/handled-") {
-					t.Fatalf("%s: action %d %s: record %s=%q is unbounded or not a record", which, i, a, k, v)
+				switch k {
+				case annotationFailure:
+					// The failure that decided a rollback (failrecord.go): bounded, readable
+					// back, and only on the update revision's ReplicaSets, or cleared.
+					if len(v) > maxFailureRecord || (v != "" && decodeFailure(v) == nil) || (v != "" && a.ReplicaSet.Labels[LabelRevision] != Revision(&rsvc.Spec)) {
+						t.Fatalf("%s: action %d %s: failure record %q is unbounded, unreadable or on another revision", which, i, a, v)
+					}
+				case annotationContracted:
+					if !validVersion(v) {
+						t.Fatalf("%s: action %d %s: contract record %q is not a version", which, i, a, v)
+					}
+				default:
+					if len(v) > maxHandledRecords*(len("sha256-")+32+1) || !strings.HasPrefix(k, "schemagate.io/handled-") {
+						t.Fatalf("%s: action %d %s: record %s=%q is unbounded or not a record", which, i, a, k, v)
+					}
 				}
 			}
 		}

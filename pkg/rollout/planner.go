@@ -247,6 +247,7 @@ func newPlanner(o Observed) *planner {
 		p.status.Failure = nil
 	}
 	p.recoverControls()
+	p.recoverFailure()
 	p.handleAbort()
 	if token := rsvc.Annotations[routingv1alpha1.AnnotationApproveContract]; token != p.approveHandled {
 		// Used (and recorded) only when it starts a contract, or when nothing needs it (contract.go).

@@ -1,0 +1,105 @@
+package rollout
+
+import (
+	"encoding/json"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	routingv1alpha1 "github.com/schemagate/schemagate/api/v1alpha1"
+)
+
+// A failure is a verdict that decides actions: a failed check, pod-health gate or progress
+// deadline, or an abort, starts a rollback (or a halt) of the update revision. status.failure alone
+// does not keep it: a status write lost after the rollback began (a conflict, then a restart, or a
+// new leader) leaves the rollback half done, and the next reconcile, seeing a shard that is merely
+// not complete and checks that now pass, would promote the revision that failed (S-44). So the
+// failure is also recorded on every ReplicaSet the RoutingService controls, in the same write as
+// the handled controls (recordControls), and read back from there when status has none.
+//
+// The record names the revision that failed: it counts only while that revision is the update
+// revision, and it is cleared (set to "") by the reconcile that clears the failure (a retry, or a
+// new spec), so a spec that returns to that revision later starts it afresh, as status does.
+const annotationFailure = "schemagate.io/failure"
+
+// maxFailureRecord bounds, in bytes, the record read from an annotation (untrusted input), and
+// maxFailureMessage the message kept in it.
+const (
+	maxFailureRecord  = 2048
+	maxFailureMessage = 1024
+)
+
+// failureRecord is the JSON of annotationFailure.
+type failureRecord struct {
+	Revision string    `json:"revision"`
+	Reason   string    `json:"reason"`
+	Shard    string    `json:"shard,omitempty"`
+	Message  string    `json:"message,omitempty"`
+	Time     time.Time `json:"time"`
+}
+
+// encodeFailure is the record of f.
+func encodeFailure(f *routingv1alpha1.RolloutFailure) string {
+	msg := f.Message
+	if len(msg) > maxFailureMessage {
+		msg = msg[:maxFailureMessage]
+	}
+	b, err := json.Marshal(failureRecord{Revision: f.Revision, Reason: f.Reason, Shard: f.Shard, Message: msg, Time: f.Time.UTC().Truncate(time.Second)})
+	if err != nil {
+		// Marshalling strings and a time cannot fail; a panic here is a programming error.
+		panic(err)
+	}
+	return string(b)
+}
+
+// decodeFailure reads a record: nil when it is empty, too long, not JSON, or lacks a revision or
+// a reason.
+func decodeFailure(v string) *routingv1alpha1.RolloutFailure {
+	if v == "" || len(v) > maxFailureRecord {
+		return nil
+	}
+	var r failureRecord
+	if err := json.Unmarshal([]byte(v), &r); err != nil || r.Revision == "" || r.Reason == "" || len(r.Reason) > 1024 || len(r.Shard) > 63 {
+		return nil
+	}
+	if len(r.Message) > maxFailureMessage {
+		r.Message = r.Message[:maxFailureMessage]
+	}
+	return &routingv1alpha1.RolloutFailure{Revision: r.Revision, Reason: r.Reason, Shard: r.Shard, Message: r.Message, Time: metav1.Time{Time: r.Time}}
+}
+
+// recoverFailure restores status.failure from the ReplicaSets' records when status has none for
+// the update revision: the first valid record of the update revision wins (records are written
+// alike on every ReplicaSet). A time in the future is taken as now. Called before the controls
+// are read, so an abort or a retry acts on the failure as it was decided.
+func (p *planner) recoverFailure() {
+	if p.failed() {
+		return
+	}
+	for _, rs := range p.recordedReplicaSets() {
+		f := decodeFailure(rs.Annotations[annotationFailure])
+		if f == nil || f.Revision != p.update {
+			continue
+		}
+		if f.Time.After(p.now) {
+			f.Time = metav1.Time{Time: p.now}
+		}
+		p.status.Failure = f
+		return
+	}
+}
+
+// failureWant is the record every ReplicaSet should carry after this plan: the failure of the
+// update revision, or "" to clear a record some ReplicaSet still carries; ok is false when there
+// is nothing to write.
+func (p *planner) failureWant() (string, bool) {
+	if p.failed() {
+		return encodeFailure(p.status.Failure), true
+	}
+	for _, rs := range p.recordedReplicaSets() {
+		if rs.Annotations[annotationFailure] != "" {
+			return "", true
+		}
+	}
+	return "", false
+}
