@@ -185,7 +185,7 @@ func newPlanner(o Observed) *planner {
 	p := &planner{
 		rsvc:            rsvc,
 		observed:        o,
-		now:             o.Now.Truncate(time.Second),
+		now:             plannerClock(&rsvc.Status, o.Now),
 		update:          Revision(&rsvc.Spec),
 		shards:          map[string]*shardSet{},
 		conflicts:       o.Conflicts,

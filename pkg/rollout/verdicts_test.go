@@ -3,6 +3,7 @@ package rollout
 import (
 	"strings"
 	"testing"
+	"time"
 
 	"k8s.io/utils/ptr"
 
@@ -65,4 +66,31 @@ func TestAbortSurvivesALostStatusWrite(t *testing.T) {
 	w.run(600, func() bool {
 		return lost && w.stalledWith(routingv1alpha1.ReasonAborted) && w.shardImages() == "us-east=app:v1:3 eu-west=app:v1:3 ap-south=app:v1:3"
 	})
+}
+
+// A new leader whose clock is 3 s behind the last writer's takes over mid-bake, right after a
+// measurement: the bake's start, the check's start and its counts are what they were, and the
+// shard is promoted no earlier than before (S-44).
+func TestAClockThreeSecondsBehindChangesNoBakeCheckOrCount(t *testing.T) {
+	w := steady(t)
+	w.rsvc.Spec.Strategy.BakeSeconds = ptr.To(int32(60))
+	withMeasuredCheck(w, "404-ratio", 3, always(routingv1alpha1.MeasurementSuccessful, "0"))
+	w.update("app:v2", "1", "migrate:ok")
+	w.run(200, func() bool {
+		ss := w.stepOf("us-east")
+		return ss.Step == routingv1alpha1.ShardStepBaking && len(ss.Checks) == 1 && ss.Checks[0].Count == 2
+	})
+	// The reconcile right after the second measurement, as the new leader sees the time.
+	before := w.stepOf("us-east").DeepCopy()
+	w.now = w.now.Add(-3 * time.Second)
+	w.reconcile()
+	w.now = w.now.Add(3 * time.Second)
+	after := w.stepOf("us-east")
+	if after.Step != before.Step || !after.StepStartTime.Equal(before.StepStartTime) {
+		t.Fatalf("the bake changed: step %s since %v, was %s since %v", after.Step, after.StepStartTime, before.Step, before.StepStartTime)
+	}
+	if len(after.Checks) != 1 || after.Checks[0].Count != before.Checks[0].Count || after.Checks[0].Successful != before.Checks[0].Successful ||
+		!after.Checks[0].StartTime.Equal(before.Checks[0].StartTime) {
+		t.Fatalf("the check changed: %+v, was %+v", after.Checks, before.Checks)
+	}
 }
