@@ -30,29 +30,28 @@ import (
 // The ReplicaSet and check-Job actions of a shard in another cluster go to that cluster (spokes,
 // by shard name), and so do the schema Jobs' with spec.schema.runWithShard (jobPlace), with the
 // object turned back into the spoke's (spokeShard.toSpoke, jobToSpoke).
-func (r *RoutingServiceReconciler) apply(ctx context.Context, rsvc *routingv1alpha1.RoutingService, actions []rollout.Action, spokes map[string]*spokeShard) error {
+//
+// One region's error is that region's (S-45): an error from a spoke's API server that is neither
+// a refusal (isRefusal: the planner reports those) nor a stale read (Conflict, AlreadyExists,
+// NotFound) — a 5xx, a timeout, a failing admission webhook — stops the actions of that shard
+// only; the hub's and every other spoke's go on. down returns those errors by shard, for the
+// reconciler to freeze those shards for this reconcile (frozenByWrite). Any other error stops
+// the apply and is returned, as before.
+func (r *RoutingServiceReconciler) apply(ctx context.Context, rsvc *routingv1alpha1.RoutingService, actions []rollout.Action, spokes map[string]*spokeShard) (down map[string]error, _ error) {
 	log := logf.FromContext(ctx)
 	for _, a := range actions {
-		log.Info("apply", "action", a.Kind, "detail", a.String())
 		var err error
 		c := client.Client(r.Client)
 		ownerRef := rollout.ControllerRef(rsvc)
+		place := "" // the shard whose spoke this action goes to; "" for the hub
 		if a.ReplicaSet != nil {
 			if sp := spokes[a.ReplicaSet.Labels[rollout.LabelShard]]; sp != nil {
+				place = a.ReplicaSet.Labels[rollout.LabelShard]
 				a, c, ownerRef = sp.toSpoke(a), sp.conn.client, spoke.AnchorRef(sp.anchor)
 			} else if isClusterShard(rsvc, a.ReplicaSet.Labels[rollout.LabelShard]) {
 				// The planner freezes such a shard unless it was reached; never write the hub's.
 				continue
 			}
-		}
-		if a.Kind == rollout.SetPodCheck {
-			// A pod is written where it runs; it may be gone or replaced since it was read, which
-			// stops nothing else: it is measured again if it is still there.
-			if err := setPodCheck(ctx, podClient(r.Client, rsvc, a.Pod, spokes), a.Pod, a.PodCondition); err != nil &&
-				!apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
-				return &actionError{action: a, err: err}
-			}
-			continue
 		}
 		if a.Job != nil {
 			// A shard's check Jobs run where the shard runs, the schema Jobs where
@@ -62,8 +61,31 @@ func (r *RoutingServiceReconciler) apply(ctx context.Context, rsvc *routingv1alp
 				continue
 			}
 			if sp != nil {
+				place = spokeShardName(spokes, sp)
 				a, c = sp.jobToSpoke(a), sp.conn.client
 			}
+		}
+		if a.Pod != nil {
+			if sp := spokes[a.Pod.Labels[rollout.LabelShard]]; sp != nil && isClusterShard(rsvc, a.Pod.Labels[rollout.LabelShard]) {
+				place = a.Pod.Labels[rollout.LabelShard]
+			}
+		}
+		if _, isDown := down[place]; isDown && place != "" {
+			continue // its region failed a write in this reconcile: nothing more goes there
+		}
+		log.Info("apply", "action", a.Kind, "detail", a.String())
+		if a.Kind == rollout.SetPodCheck {
+			// A pod is written where it runs; it may be gone or replaced since it was read, which
+			// stops nothing else: it is measured again if it is still there.
+			if err := setPodCheck(ctx, podClient(r.Client, rsvc, a.Pod, spokes), a.Pod, a.PodCondition); err != nil &&
+				!apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+				if place != "" && regionError(err) {
+					down = markDown(down, place, &actionError{action: a, err: err})
+					continue
+				}
+				return down, &actionError{action: a, err: err}
+			}
+			continue
 		}
 		switch a.Kind {
 		case rollout.CreateReplicaSet:
@@ -136,11 +158,16 @@ func (r *RoutingServiceReconciler) apply(ctx context.Context, rsvc *routingv1alp
 		default:
 			err = fmt.Errorf("unknown action %q", a.Kind)
 		}
+		if err != nil && place != "" && regionError(err) {
+			log.Info("a region's API server failed a write; its shard is frozen for this reconcile, the others go on", "shard", place, "error", err.Error())
+			down = markDown(down, place, &actionError{action: a, err: err})
+			continue
+		}
 		if err != nil {
-			return &actionError{action: a, err: err}
+			return down, &actionError{action: a, err: err}
 		}
 	}
-	return nil
+	return down, nil
 }
 
 // setPodCheck sets cond, one readiness-gate condition, in pod's status: a strategic merge patch of

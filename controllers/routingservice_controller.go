@@ -168,7 +168,17 @@ func (r *RoutingServiceReconciler) reconcile(ctx context.Context, req ctrl.Reque
 		observed.Refusals = refusals
 		plan = rollout.Compute(observed)
 	}
-	applyErr := r.apply(ctx, rsvc, plan.Actions, spokes)
+	down, applyErr := r.apply(ctx, rsvc, plan.Actions, spokes)
+	if len(down) > 0 {
+		// S-45: a region's API server failed a write (a 5xx, a timeout, a failing webhook). The
+		// other regions' actions are applied; the status is decided again with that shard frozen
+		// for this reconcile, so it says which region and why, and nothing more is written.
+		frozenByWrite(rsvc, &observed, down)
+		if applyErr == nil {
+			plan = rollout.Compute(observed)
+			plan.Actions = nil
+		}
+	}
 	if refusal, ok := refusalOf(applyErr); ok {
 		// S-31: the API server refused an action (invalid, forbidden, over quota). The actions
 		// after it are not applied (each depends on the ones before), and the status says why,

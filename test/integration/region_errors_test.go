@@ -1,0 +1,164 @@
+package integration
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"net/url"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
+
+	routingv1alpha1 "github.com/schemagate/schemagate/api/v1alpha1"
+	"github.com/schemagate/schemagate/test/story"
+)
+
+// failingSpoke is a loopback reverse proxy that stands for a region's API server: it passes
+// requests to the suite's API server with the admin's credentials, and while failing is set it
+// answers every write to namespace ns with 500 Internal Server Error, as an API server whose
+// etcd is overloaded, or whose admission webhook cannot be called, does.
+type failingSpoke struct {
+	URL     string
+	failing atomic.Bool
+	failed  atomic.Int32
+}
+
+func startFailingSpoke(t *testing.T, admin *rest.Config, ns string) *failingSpoke {
+	t.Helper()
+	target, err := url.Parse(admin.Host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	transport, err := rest.TransportFor(admin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rp := httputil.NewSingleHostReverseProxy(target)
+	rp.Transport = transport
+	rp.FlushInterval = -1 // watches stream
+	f := &failingSpoke{}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		write := r.Method != http.MethodGet && r.Method != http.MethodHead
+		if f.failing.Load() && write && strings.Contains(r.URL.Path, "/namespaces/"+ns+"/") {
+			f.failed.Add(1)
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusInternalServerError)
+			fmt.Fprint(w, `{"kind":"Status","apiVersion":"v1","status":"Failure","message":"Internal error occurred: failed calling webhook \"guard.example.com\": connection refused","reason":"InternalError","code":500}`)
+			return
+		}
+		r.Header.Del("Authorization") // the kubeconfig's token is the proxy's; the admin's certificate goes on
+		r.Host = target.Host
+		rp.ServeHTTP(w, r)
+	})}
+	go func() { _ = srv.Serve(l) }()
+	t.Cleanup(func() { _ = srv.Close() })
+	f.URL = "http://" + l.Addr().String()
+	return f
+}
+
+// kubeconfig is a kubeconfig for the proxy (plain http on loopback, which schemagate accepts for
+// tests only, and a token the proxy replaces).
+func (f *failingSpoke) kubeconfig() []byte {
+	return []byte(fmt.Sprintf(`apiVersion: v1
+kind: Config
+clusters:
+- name: eu
+  cluster:
+    server: %s
+users:
+- name: eu
+  user:
+    token: proxy
+contexts:
+- name: eu
+  context: {cluster: eu, user: eu}
+current-context: eu
+`, f.URL))
+}
+
+// S-45: one region's error is that region's. eu-west runs in a spoke whose API server starts
+// answering 500 to every write while us-east bakes v2. An abort then rolls us-east back in the
+// hub, and the status says Aborted and names eu-west's cluster and the 500, though every write
+// to the spoke fails (today the first failed write stopped the reconcile before the status write,
+// so nothing said why and the hub's rollback waited on the spoke). When the spoke answers again,
+// its records are written and the RoutingService settles.
+func TestStoryOneRegionsServerErrorIsThatRegions(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	ns, spokeNS := kit.NewNamespace(t), kit.NewNamespace(t)
+	fake.setDatabase(spokeNS, "1", false)
+	proxy := startFailingSpoke(t, cfg, spokeNS)
+	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "eu-kubeconfig"},
+		Data: map[string][]byte{"value": proxy.kubeconfig()}}
+	if err := k8s.Create(ctx, secret); err != nil {
+		t.Fatal(err)
+	}
+	rsvc := story.Fixture(ns)
+	rsvc.Spec.Shards[1].Cluster = &routingv1alpha1.ShardCluster{Name: "eu", Namespace: spokeNS}
+	if err := k8s.Create(ctx, rsvc); err != nil {
+		t.Fatal(err)
+	}
+	kit.WaitReady(t, ns, 60*time.Second)
+
+	kit.Update(t, ns, func(r *routingv1alpha1.RoutingService) {
+		r.Spec.Template.Spec.Containers[0].Image = "app:v2"
+		r.Spec.Strategy.BakeSeconds = ptr.To(int32(300))
+	})
+	story.Eventually(t, 60*time.Second, "us-east bakes v2", func() error {
+		if ss := shardStatusOf(kit.Get(t, ns), "us-east"); ss == nil || ss.Step != routingv1alpha1.ShardStepBaking {
+			return fmt.Errorf("us-east: %+v", ss)
+		}
+		return nil
+	})
+	proxy.failing.Store(true)
+	kit.Update(t, ns, func(r *routingv1alpha1.RoutingService) {
+		r.Annotations = map[string]string{routingv1alpha1.AnnotationAbort: "a1"}
+	})
+	story.Eventually(t, 60*time.Second, "us-east rolled back in the hub, and the status says why eu-west was not written", func() error {
+		if err := kit.HasCondition(t, ns, routingv1alpha1.ConditionStalled, metav1.ConditionTrue, routingv1alpha1.ReasonAborted)(); err != nil {
+			return err
+		}
+		if err := kit.ServingIs(t, ns, "us-east=app:v1:3/3 ap-south=app:v1:3/3")(); err != nil {
+			return err
+		}
+		r := kit.Get(t, ns)
+		c := meta.FindStatusCondition(r.Status.Conditions, routingv1alpha1.ConditionClustersReachable)
+		if c == nil || c.Status != metav1.ConditionFalse || c.Reason != routingv1alpha1.ReasonClusterUnreachable || !strings.Contains(c.Message, "failed a write") || !strings.Contains(c.Message, "webhook") {
+			return fmt.Errorf("ClustersReachable = %+v", c)
+		}
+		return nil
+	})
+	if proxy.failed.Load() == 0 {
+		t.Fatal("the spoke was never written while it failed: the story tested nothing")
+	}
+	if got := spokeServing(t, spokeNS); got != "app:v1:3/3" {
+		t.Fatalf("eu-west in the spoke serves %q, want v1 untouched", got)
+	}
+
+	proxy.failing.Store(false)
+	story.Eventually(t, 60*time.Second, "the spoke answers again: its records are written, its cluster Reachable", func() error {
+		for _, rs := range spokeReplicaSets(t, spokeNS) {
+			if got := rs.Annotations["schemagate.io/handled-abort"]; got != "a1" {
+				return fmt.Errorf("spoke ReplicaSet %s records abort %q", rs.Name, got)
+			}
+		}
+		r := kit.Get(t, ns)
+		if c := meta.FindStatusCondition(r.Status.Conditions, routingv1alpha1.ConditionClustersReachable); c == nil || c.Status != metav1.ConditionTrue {
+			return fmt.Errorf("ClustersReachable = %+v", c)
+		}
+		return nil
+	})
+}
