@@ -12,6 +12,8 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	routingv1alpha1 "github.com/schemagate/schemagate/api/v1alpha1"
 	"github.com/schemagate/schemagate/pkg/checkspec"
@@ -60,6 +62,11 @@ type Migration struct {
 	Runs bool `json:"runs"`
 	// Deadline bounds it: activeDeadlineSeconds (plus a schema check after it, when configured).
 	Deadline time.Duration `json:"deadline"`
+	// Attempt is the attempt that runs when applying the manifest starts the next attempt of a
+	// failed migration of the same version (retriedAttempt); 0 otherwise. Failed is the reason the
+	// live attempt failed with.
+	Attempt int32  `json:"attempt,omitempty"`
+	Failed  string `json:"failed,omitempty"`
 }
 
 // Shard is one shard's part of a preview.
@@ -129,6 +136,9 @@ func ComputeWith(live, next *routingv1alpha1.RoutingService, replicaSets []appsv
 		p.CurrentRevision = rollout.Revision(&live.Spec)
 	}
 	p.migration(live, next)
+	if p.CurrentRevision == p.NextRevision {
+		p.Migration.Attempt, p.Migration.Failed = retriedAttempt(live, next)
+	}
 	p.shards(live, next)
 	p.Rollout = false
 	for _, s := range p.Shards {
@@ -199,6 +209,11 @@ func (p *Preview) shards(live, next *routingv1alpha1.RoutingService) {
 				sh.Replaced = min(now.Updated, old.Replicas)
 			}
 			sh.Duration = stepDuration(next, s, b, i == 0, toStable)
+		case p.Migration.Attempt > 0 && !(known && now.Revision == p.NextRevision && now.Updated == 0):
+			// The same revision, whose rollout waited for a failed migration: the next attempt
+			// runs, and the rollout goes on into every shard that does not serve it yet.
+			sh.Action, sh.Replaced = "re-roll", old.Replicas
+			sh.Duration = stepDuration(next, s, b, i == 0, false)
 		case old.Replicas != s.Replicas:
 			sh.Action = "scale"
 		}
@@ -291,7 +306,11 @@ func (p *Preview) changes(live, next *routingv1alpha1.RoutingService) {
 	if !equality.Semantic.DeepEqual(ls, ns) {
 		p.Changes = append(p.Changes, "spec.strategy changes (surge, bake, deadlines or failure policy): no new revision")
 	}
-	if !equality.Semantic.DeepEqual(l.Schema.Migration, n.Schema.Migration) && l.Schema.Version == n.Schema.Version {
+	switch {
+	case p.Migration.Attempt > 0:
+		p.Changes = append(p.Changes, fmt.Sprintf("spec.schema.migration.template changes after attempt %d of schema %s failed (%s): attempt %d runs, and the rollout of revision %s goes on",
+			p.Migration.Attempt-1, n.Schema.Version, p.Migration.Failed, p.Migration.Attempt, p.NextRevision))
+	case !equality.Semantic.DeepEqual(l.Schema.Migration, n.Schema.Migration) && l.Schema.Version == n.Schema.Version:
 		p.Changes = append(p.Changes, "spec.schema.migration changes without a new spec.schema.version: no migration runs for it (the version is migrated once)")
 	}
 	if l.Paused != n.Paused {
@@ -433,3 +452,26 @@ func maxVersion(a, b string) string {
 }
 
 func seconds[T int32 | int64](n T) time.Duration { return time.Duration(n) * time.Second }
+
+// retriedAttempt is the migration attempt that applying next starts without a new revision, and
+// the reason the live attempt failed with: the manager starts attempt n+1 of a failed migration of
+// the same version when spec.schema.migration.template changed since attempt n (a fix applied
+// through Git), unless the database is dirty (only a person may clear that, with a retry). It
+// reads the live object's status (SchemaReady and status.schema.attempt): 0 and "" when the live
+// migration did not fail, or the template is the same.
+func retriedAttempt(live, next *routingv1alpha1.RoutingService) (int32, string) {
+	if live == nil || live.Status.Schema.Attempt <= 0 || !schemaversion.Equal(live.Spec.Schema.Version, next.Spec.Schema.Version) ||
+		equality.Semantic.DeepEqual(live.Spec.Schema.Migration.Template, next.Spec.Schema.Migration.Template) {
+		return 0, ""
+	}
+	c := meta.FindStatusCondition(live.Status.Conditions, routingv1alpha1.ConditionSchemaReady)
+	if c == nil || c.Status != metav1.ConditionFalse || c.ObservedGeneration != live.Generation {
+		return 0, ""
+	}
+	switch c.Reason {
+	case routingv1alpha1.ReasonMigrationFailed, routingv1alpha1.ReasonMigrationDeadline,
+		routingv1alpha1.ReasonSchemaMismatch, routingv1alpha1.ReasonInvalidSchemaReport:
+		return live.Status.Schema.Attempt + 1, c.Reason
+	}
+	return 0, ""
+}

@@ -336,3 +336,51 @@ func TestUnreachableClusterRisk(t *testing.T) {
 		t.Errorf("a status of another cluster flagged: %q", got)
 	}
 }
+
+// The fix of a failed migration: v2 needs schema 2, its migration (attempt 1) failed, and no shard
+// runs v2. The fix changes spec.schema.migration.template and nothing else, so the revision is
+// the same; applying it runs attempt 2 and then rolls v2 into every shard (the manager's rule:
+// a changed template starts the next attempt). The plan must say so, and --exit-code must see a
+// rollout: it said "no rollout, no pod replaced" and "no migration runs for it".
+func TestPlanOfAFixedFailedMigration(t *testing.T) {
+	l := live(t)
+	l.Spec.Template.Spec.Containers[0].Image = "registry.example/edge-router:v2"
+	l.Spec.Schema.Version = "2"
+	rev := rollout.Revision(&l.Spec)
+	l.Status.UpdateRevision = rev
+	l.Status.StableRevision = "v1rev"
+	l.Status.Schema.RequiredVersion = "2"
+	l.Status.Schema.MigrationJob = "edge-router-schema-2-1"
+	l.Status.Schema.Attempt = 1
+	l.Status.Conditions = []metav1.Condition{{Type: routingv1alpha1.ConditionSchemaReady, Status: metav1.ConditionFalse,
+		Reason: routingv1alpha1.ReasonMigrationFailed, Message: "migration Job edge-router-schema-2-1 (attempt 1) to schema 2 failed"}}
+	for _, s := range l.Spec.Shards {
+		l.Status.Shards = append(l.Status.Shards, routingv1alpha1.ShardStatus{Name: s.Name, Step: routingv1alpha1.ShardStepPending, StepRevision: rev, Revision: "v1rev"})
+	}
+	next := l.DeepCopy()
+	next.Status = routingv1alpha1.RoutingServiceStatus{}
+	next.Spec.Schema.Migration.Template.Spec.Containers[0].Image = "registry.example/migrate:v2-fixed"
+	p := Compute(l, next)
+	if p.NextRevision != rev {
+		t.Fatalf("the fix changed the revision: %s → %s", rev, p.NextRevision)
+	}
+	if !p.Rollout {
+		t.Fatal("the plan says no rollout; applying the fix runs attempt 2 and rolls v2 into every shard")
+	}
+	for _, s := range p.Shards {
+		if s.Action != "re-roll" || s.Replaced != s.Replicas {
+			t.Fatalf("shard %s: %s replacing %d, want re-roll of every pod", s.Name, s.Action, s.Replaced)
+		}
+	}
+	if !p.Migration.Runs {
+		t.Fatal("the plan says no migration runs")
+	}
+	var out bytes.Buffer
+	if err := p.Write(&out); err != nil {
+		t.Fatal(err)
+	}
+	text := out.String()
+	if strings.Contains(text, "no migration runs for it") || strings.Contains(text, "no rollout") || !strings.Contains(text, "attempt 2") || !strings.Contains(text, "its rollout goes on") {
+		t.Fatalf("the plan reads:\n%s", text)
+	}
+}

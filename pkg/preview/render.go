@@ -37,7 +37,12 @@ func (p Preview) Write(w io.Writer) error {
 		if rerolls < existing {
 			which = fmt.Sprintf("%d of %d shards re-roll", rerolls, existing)
 		}
-		fmt.Fprintf(&b, "Revision:  %s → %s: a rollout; %s, one at a time\n", p.CurrentRevision, p.NextRevision, which)
+		if p.CurrentRevision == p.NextRevision {
+			// The same revision, whose rollout this apply lets go on (a fixed failed migration).
+			fmt.Fprintf(&b, "Revision:  %s (unchanged): its rollout goes on; %s, one at a time\n", p.CurrentRevision, which)
+		} else {
+			fmt.Fprintf(&b, "Revision:  %s → %s: a rollout; %s, one at a time\n", p.CurrentRevision, p.NextRevision, which)
+		}
 	case p.CurrentRevision != p.NextRevision:
 		fmt.Fprintf(&b, "Revision:  %s → %s: no rollout, no pod replaced (every shard already serves %s)\n", p.CurrentRevision, p.NextRevision, p.NextRevision)
 	default:
@@ -45,6 +50,9 @@ func (p Preview) Write(w io.Writer) error {
 	}
 	m := p.Migration
 	switch {
+	case m.Attempt > 0:
+		fmt.Fprintf(&b, "Migration: schema %s → %s: attempt %d runs first (spec.schema.migration.template changed since attempt %d failed: %s; deadline %s); no pod needing %s runs before it is confirmed\n",
+			orUnknown(m.From), m.To, m.Attempt, m.Attempt-1, m.Failed, m.Deadline, m.To)
 	case !m.Runs:
 		fmt.Fprintf(&b, "Migration: none (schema %s confirmed; %s required)\n", m.From, m.To)
 	case p.Lifecycle.BinaryFirst:
@@ -198,6 +206,8 @@ func (p Preview) writeLifecycle(b *strings.Builder) {
 	tw := tabwriter.NewWriter(b, 0, 0, 2, ' ', 0)
 	expand := ""
 	switch {
+	case m.Attempt > 0:
+		expand = fmt.Sprintf("attempt %d of the migration to schema %s (the template changed since attempt %d failed)", m.Attempt, m.To, m.Attempt-1)
 	case !m.Runs:
 		expand = fmt.Sprintf("none: the database is at schema %s (%s required)", m.From, m.To)
 	case l.BinaryFirst:
@@ -250,4 +260,12 @@ func (p Preview) writeLifecycle(b *strings.Builder) {
 		fmt.Fprintf(tw, "  (the live revisions are not known: a new RoutingService, or --offline)\n")
 	}
 	_ = tw.Flush()
+}
+
+// orUnknown is v, or "unknown" when empty.
+func orUnknown(v string) string {
+	if v == "" {
+		return "unknown"
+	}
+	return v
 }
