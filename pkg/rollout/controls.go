@@ -210,7 +210,7 @@ func (p *planner) recordControls() {
 		}
 		if len(diff) > 0 {
 			p.act(Action{Kind: RecordControls, ReplicaSet: rs, Annotations: diff,
-				Note: fmt.Sprintf("record the handled controls, the failure and the contract done (%s) on shard %s's revision %s", strings.Join(sortedKeys(diff), ", "), rs.Labels[LabelShard], rs.Labels[LabelRevision])})
+				Note: fmt.Sprintf("keep %s in the cluster on shard %s's revision %s", strings.Join(sortedKeys(diff), ", "), rs.Labels[LabelShard], rs.Labels[LabelRevision])})
 		}
 	}
 	stamp := map[string]string{}
