@@ -10,14 +10,7 @@ import (
 
 // clustered is the fixture with every shard in its own cluster, all reachable, steady on v1.
 func clustered(t *testing.T) *world {
-	w := newWorld(t)
-	w.clusters = map[string]ClusterView{}
-	for i := range w.rsvc.Spec.Shards {
-		name := w.rsvc.Spec.Shards[i].Name
-		w.rsvc.Spec.Shards[i].Cluster = &routingv1alpha1.ShardCluster{Name: "c-" + name}
-		w.clusters[name] = ClusterView{Name: "c-" + name, State: routingv1alpha1.ClusterReachable, LastContact: w.now}
-	}
-	w.run(200, func() bool { return w.isTrue(routingv1alpha1.ConditionReady) })
+	w := clusteredOn(t, nil)
 	if c := w.condition(routingv1alpha1.ConditionClustersReachable); c == nil || c.Status != "True" {
 		t.Fatalf("ClustersReachable = %+v, want True", c)
 	}

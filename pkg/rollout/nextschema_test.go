@@ -26,9 +26,7 @@ func TestRevertWhileTheMigrationRunsRollsNothingOntoIt(t *testing.T) {
 	w.update("app:v1", "1", "migrate:ok")
 	w.rsvc.Spec.Schema.Compatibility = compat("", "1")
 	for i := 0; i < 60; i++ {
-		w.reconcile()
-		w.tick()
-		w.now = w.now.Add(time.Second)
+		w.step(time.Second)
 	}
 	if got := w.shardImages(); got != "us-east=app:v2:3 eu-west=app:v2:3 ap-south=app:v2:3" {
 		t.Fatalf("v1 was scaled up while the migration to 2, which v1 cannot run on, still runs: %s; log:\n%s", got, strings.Join(w.log, "\n"))
@@ -62,9 +60,7 @@ func TestRevertAfterTheMigrationFailedRollsBack(t *testing.T) {
 	w.update("app:v1", "1", "migrate:ok")
 	w.rsvc.Spec.Schema.Compatibility = compat("", "1")
 	for i := 0; i < 10; i++ {
-		w.reconcile()
-		w.tick()
-		w.now = w.now.Add(time.Second)
+		w.step(time.Second)
 	}
 	for _, j := range w.jobs {
 		if j.Labels[LabelComponent] == ComponentMigration && j.Labels[LabelSchemaVersion] == "2" {
@@ -99,9 +95,7 @@ func TestDeletedContractJobRunsNothingAgainAndHoldsARevert(t *testing.T) {
 		}
 	}
 	for i := 0; i < 30; i++ {
-		w.reconcile()
-		w.tick()
-		w.now = w.now.Add(time.Second)
+		w.step(time.Second)
 	}
 	if jobs := w.contractJobs(); len(jobs) != 0 {
 		t.Fatalf("the contract ran again after its Job was deleted: %v", jobs)
@@ -110,9 +104,7 @@ func TestDeletedContractJobRunsNothingAgainAndHoldsARevert(t *testing.T) {
 	w.update("app:v1", "1", "migrate:ok")
 	w.rsvc.Spec.Schema.Compatibility = compat("", "2")
 	for i := 0; i < 60; i++ {
-		w.reconcile()
-		w.tick()
-		w.now = w.now.Add(time.Second)
+		w.step(time.Second)
 	}
 	if got := w.shardImages(); got != "us-east=app:v2:3 eu-west=app:v2:3 ap-south=app:v2:3" {
 		t.Fatalf("a revert to v1 (runs on [1, 2]) rolled onto the contracted schema 3 once the contract Job was gone: %s; log:\n%s", got, strings.Join(w.log, "\n"))

@@ -54,9 +54,7 @@ func TestRestartDuringBinaryFirstStartsNoMigration(t *testing.T) {
 	}
 	w.restart()
 	for i := 0; i < 30; i++ {
-		w.reconcile()
-		w.tick()
-		w.now = w.now.Add(time.Second)
+		w.step(time.Second)
 	}
 	if n := w.migrationJobsFor("2"); n != 0 {
 		t.Fatalf("a restart (every spoke Connecting) started the migration to 2 while v1 serves eu-west and ap-south: %d Jobs; log:\n%s", n, strings.Join(w.log, "\n"))
@@ -88,9 +86,7 @@ func TestRestartDuringARefusedExpansionStartsNoMigration(t *testing.T) {
 	}
 	w.restart()
 	for i := 0; i < 30; i++ {
-		w.reconcile()
-		w.tick()
-		w.now = w.now.Add(time.Second)
+		w.step(time.Second)
 	}
 	if n := w.migrationJobsFor("2"); n != 0 {
 		t.Fatalf("a restart (every spoke Connecting) started the refused migration to 2: %d Jobs; log:\n%s", n, strings.Join(w.log, "\n"))
@@ -143,18 +139,9 @@ func TestRecordOfARevisionHeldOnlyInAnUnseenPlaceIsKept(t *testing.T) {
 			return ss != nil && ss.Step == routingv1alpha1.ShardStepPromoted && ss.StepRevision == Revision(&w.rsvc.Spec)
 		}
 	}
-	// One second a round: run() jumps to the plan's requeue, which past the cut is the
-	// unreachable deadline, and a shard's pods need rounds to become available.
-	until := func(done func() bool) {
-		for i := 0; i < 300 && !done(); i++ {
-			w.reconcile()
-			w.tick()
-			w.now = w.now.Add(time.Second)
-		}
-		if !done() {
-			t.Fatalf("not done; log:\n%s", strings.Join(w.log, "\n"))
-		}
-	}
+	// One second a round (untilStep): run() jumps to the plan's requeue, which past the cut is
+	// the unreachable deadline, and a shard's pods need rounds to become available.
+	until := func(done func() bool) { w.untilStep(300, done) }
 	v1 := w.rsvc.Status.StableRevision
 	w.update("app:v2", "1", "migrate:ok")
 	until(promoted("eu-west"))
@@ -165,9 +152,7 @@ func TestRecordOfARevisionHeldOnlyInAnUnseenPlaceIsKept(t *testing.T) {
 		until(promoted("ap-south"))
 	}
 	for i := 0; i < 20; i++ {
-		w.reconcile()
-		w.tick()
-		w.now = w.now.Add(time.Second)
+		w.step(time.Second)
 	}
 	var held []string
 	for _, rs := range w.rss {

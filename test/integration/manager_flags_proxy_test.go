@@ -30,6 +30,25 @@ type throttlingProxy struct {
 // startThrottlingProxy proxies to the API server of admin until the test ends.
 func startThrottlingProxy(t *testing.T, admin *rest.Config, first func(r *http.Request) int) *throttlingProxy {
 	t.Helper()
+	p := &throttlingProxy{first: first, seen: map[string]int{}, throttled: map[string]int{}}
+	p.URL = startAdminProxy(t, admin, func(w http.ResponseWriter, r *http.Request) bool {
+		if !p.throttle(r) {
+			return false
+		}
+		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("Retry-After", "1")
+		w.WriteHeader(http.StatusTooManyRequests)
+		fmt.Fprint(w, `{"kind":"Status","apiVersion":"v1","status":"Failure","message":"too many requests, please try again later","reason":"TooManyRequests","details":{"retryAfterSeconds":1},"code":429}`)
+		return true
+	})
+	return p
+}
+
+// startAdminProxy starts, until the test ends, a loopback reverse proxy (plain http) to the API
+// server of admin: answer may answer a request itself (true); every other request goes on with
+// the admin's credentials in place of any the client sent. It returns the proxy's URL.
+func startAdminProxy(t *testing.T, admin *rest.Config, answer func(w http.ResponseWriter, r *http.Request) bool) string {
+	t.Helper()
 	target, err := url.Parse(admin.Host)
 	if err != nil {
 		t.Fatal(err)
@@ -41,26 +60,21 @@ func startThrottlingProxy(t *testing.T, admin *rest.Config, first func(r *http.R
 	rp := httputil.NewSingleHostReverseProxy(target)
 	rp.Transport = transport
 	rp.FlushInterval = -1 // watches stream
-	p := &throttlingProxy{first: first, seen: map[string]int{}, throttled: map[string]int{}}
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if p.throttle(r) {
-			w.Header().Set("Content-Type", "application/json")
-			w.Header().Set("Retry-After", "1")
-			w.WriteHeader(http.StatusTooManyRequests)
-			fmt.Fprint(w, `{"kind":"Status","apiVersion":"v1","status":"Failure","message":"too many requests, please try again later","reason":"TooManyRequests","details":{"retryAfterSeconds":1},"code":429}`)
+		if answer(w, r) {
 			return
 		}
+		r.Header.Del("Authorization")
 		r.Host = target.Host
 		rp.ServeHTTP(w, r)
 	})}
 	go func() { _ = srv.Serve(l) }()
 	t.Cleanup(func() { _ = srv.Close() })
-	p.URL = "http://" + l.Addr().String()
-	return p
+	return "http://" + l.Addr().String()
 }
 
 func requestKind(r *http.Request) string {

@@ -3,10 +3,7 @@ package integration
 import (
 	"context"
 	"fmt"
-	"net"
 	"net/http"
-	"net/http/httputil"
-	"net/url"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -34,38 +31,18 @@ type failingSpoke struct {
 
 func startFailingSpoke(t *testing.T, admin *rest.Config, ns string) *failingSpoke {
 	t.Helper()
-	target, err := url.Parse(admin.Host)
-	if err != nil {
-		t.Fatal(err)
-	}
-	transport, err := rest.TransportFor(admin)
-	if err != nil {
-		t.Fatal(err)
-	}
-	rp := httputil.NewSingleHostReverseProxy(target)
-	rp.Transport = transport
-	rp.FlushInterval = -1 // watches stream
 	f := &failingSpoke{}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	f.URL = startAdminProxy(t, admin, func(w http.ResponseWriter, r *http.Request) bool {
 		write := r.Method != http.MethodGet && r.Method != http.MethodHead
-		if f.failing.Load() && write && strings.Contains(r.URL.Path, "/namespaces/"+ns+"/") {
-			f.failed.Add(1)
-			w.Header().Set("Content-Type", "application/json")
-			w.WriteHeader(http.StatusInternalServerError)
-			fmt.Fprint(w, `{"kind":"Status","apiVersion":"v1","status":"Failure","message":"Internal error occurred: failed calling webhook \"guard.example.com\": connection refused","reason":"InternalError","code":500}`)
-			return
+		if !f.failing.Load() || !write || !strings.Contains(r.URL.Path, "/namespaces/"+ns+"/") {
+			return false
 		}
-		r.Header.Del("Authorization") // the kubeconfig's token is the proxy's; the admin's certificate goes on
-		r.Host = target.Host
-		rp.ServeHTTP(w, r)
-	})}
-	go func() { _ = srv.Serve(l) }()
-	t.Cleanup(func() { _ = srv.Close() })
-	f.URL = "http://" + l.Addr().String()
+		f.failed.Add(1)
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusInternalServerError)
+		fmt.Fprint(w, `{"kind":"Status","apiVersion":"v1","status":"Failure","message":"Internal error occurred: failed calling webhook \"guard.example.com\": connection refused","reason":"InternalError","code":500}`)
+		return true
+	})
 	return f
 }
 
