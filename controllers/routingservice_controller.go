@@ -175,8 +175,14 @@ func (r *RoutingServiceReconciler) reconcile(ctx context.Context, req ctrl.Reque
 		// for this reconcile, so it says which region and why, and nothing more is written.
 		frozenByWrite(rsvc, &observed, down)
 		if applyErr == nil {
+			// Decided again from this plan's status, not the stored one: what it decided (a
+			// failure, a check's count, a handled control) stands, though the writes that record
+			// it in the failed region did not land; its Events are kept with the new plan's.
+			events := plan.Events
+			observed.RoutingService = rsvc.DeepCopy()
+			observed.RoutingService.Status = *plan.Status.DeepCopy()
 			plan = rollout.Compute(observed)
-			plan.Actions = nil
+			plan.Actions, plan.Events = nil, append(events, plan.Events...)
 		}
 	}
 	if refusal, ok := refusalOf(applyErr); ok {

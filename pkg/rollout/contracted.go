@@ -39,8 +39,9 @@ func (p *planner) recordedContract() string {
 }
 
 // contractDone is the version to record: the highest of what the ReplicaSets record and of the
-// contract Jobs that completed without their own report saying the database stayed below their
-// version (contractFloor's rule for a finished Job); "" when no contract ran.
+// contract Jobs that completed with their own report confirming their version; "" when none did.
+// A contract that completed without such a report is not recorded: contractDecide calls it
+// failed, and contractFloor still counts it (from the Job) for as long as the Job exists.
 func (p *planner) contractDone() string {
 	done := p.recordedContract()
 	for i := range p.contracts {
@@ -48,7 +49,7 @@ func (p *planner) contractDone() string {
 		if jobCondition(oj.job, batchv1.JobComplete) == nil {
 			continue
 		}
-		if own := readingOf(p.readings, oj); own != nil && own.usable() && !own.confirms(oj.version) && !own.dirty {
+		if own := readingOf(p.readings, oj); own == nil || !own.usable() || !own.confirms(oj.version) || own.dirty {
 			continue
 		}
 		if done == "" || !schemaversion.AtLeast(done, oj.version) {

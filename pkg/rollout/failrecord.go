@@ -2,6 +2,7 @@ package rollout
 
 import (
 	"encoding/json"
+	"regexp"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -29,22 +30,38 @@ const (
 	maxFailureMessage = 1024
 )
 
-// failureRecord is the JSON of annotationFailure.
+// failureRecord is the JSON of annotationFailure. Generation and Retry say which decision it
+// belongs to: the RoutingService's generation and the retry value handled when it failed (as
+// controlRecord writes it). A later generation (a new spec, a revert to this revision) or a
+// retry handled since (status.lastHandledRetry, or the ReplicaSets' records of it) makes the
+// record stale: a write that would have cleared it may not have landed (its cluster did not
+// answer, or the apply stopped at a conflict), and a stale record must never bring a failure back.
 type failureRecord struct {
-	Revision string    `json:"revision"`
-	Reason   string    `json:"reason"`
-	Shard    string    `json:"shard,omitempty"`
-	Message  string    `json:"message,omitempty"`
-	Time     time.Time `json:"time"`
+	Revision   string    `json:"revision"`
+	Reason     string    `json:"reason"`
+	Shard      string    `json:"shard,omitempty"`
+	Message    string    `json:"message,omitempty"`
+	Time       time.Time `json:"time"`
+	Generation int64     `json:"generation"`
+	Retry      string    `json:"retry,omitempty"`
 }
 
-// encodeFailure is the record of f.
-func encodeFailure(f *routingv1alpha1.RolloutFailure) string {
+// conditionReason is the API's pattern for a condition's reason: a failure's reason becomes the
+// reason of Stalled and Ready, and a record that does not match it would make every status
+// write fail.
+var conditionReason = regexp.MustCompile(`^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$`)
+
+// encodeFailure is the record of f, decided at generation with retry handled last.
+func encodeFailure(f *routingv1alpha1.RolloutFailure, generation int64, retry string) string {
 	msg := f.Message
 	if len(msg) > maxFailureMessage {
 		msg = msg[:maxFailureMessage]
 	}
-	b, err := json.Marshal(failureRecord{Revision: f.Revision, Reason: f.Reason, Shard: f.Shard, Message: msg, Time: f.Time.UTC().Truncate(time.Second)})
+	if retry != "" {
+		retry = controlRecord(retry)
+	}
+	b, err := json.Marshal(failureRecord{Revision: f.Revision, Reason: f.Reason, Shard: f.Shard, Message: msg,
+		Time: f.Time.UTC().Truncate(time.Second), Generation: generation, Retry: retry})
 	if err != nil {
 		// Marshalling strings and a time cannot fail; a panic here is a programming error.
 		panic(err)
@@ -52,20 +69,21 @@ func encodeFailure(f *routingv1alpha1.RolloutFailure) string {
 	return string(b)
 }
 
-// decodeFailure reads a record: nil when it is empty, too long, not JSON, or lacks a revision or
-// a reason.
-func decodeFailure(v string) *routingv1alpha1.RolloutFailure {
+// decodeFailure reads a record: nil when it is empty, too long, not JSON, lacks a revision, or
+// its reason is not a condition reason of at most 128 characters.
+func decodeFailure(v string) (*routingv1alpha1.RolloutFailure, *failureRecord) {
 	if v == "" || len(v) > maxFailureRecord {
-		return nil
+		return nil, nil
 	}
 	var r failureRecord
-	if err := json.Unmarshal([]byte(v), &r); err != nil || r.Revision == "" || r.Reason == "" || len(r.Reason) > 1024 || len(r.Shard) > 63 {
-		return nil
+	if err := json.Unmarshal([]byte(v), &r); err != nil || r.Revision == "" || len(r.Revision) > 63 ||
+		len(r.Reason) > 128 || !conditionReason.MatchString(r.Reason) || len(r.Shard) > 63 {
+		return nil, nil
 	}
 	if len(r.Message) > maxFailureMessage {
 		r.Message = r.Message[:maxFailureMessage]
 	}
-	return &routingv1alpha1.RolloutFailure{Revision: r.Revision, Reason: r.Reason, Shard: r.Shard, Message: r.Message, Time: metav1.Time{Time: r.Time}}
+	return &routingv1alpha1.RolloutFailure{Revision: r.Revision, Reason: r.Reason, Shard: r.Shard, Message: r.Message, Time: metav1.Time{Time: r.Time}}, &r
 }
 
 // recoverFailure restores status.failure from the ReplicaSets' records when status has none for
@@ -76,10 +94,17 @@ func (p *planner) recoverFailure() {
 	if p.failed() {
 		return
 	}
+	retry := ""
+	if p.status.LastHandledRetry != "" {
+		retry = controlRecord(p.status.LastHandledRetry)
+	}
 	for _, rs := range p.recordedReplicaSets() {
-		f := decodeFailure(rs.Annotations[annotationFailure])
-		if f == nil || f.Revision != p.update {
-			continue
+		f, r := decodeFailure(rs.Annotations[annotationFailure])
+		if f == nil || f.Revision != p.update || r.Generation != p.rsvc.Generation || r.Retry != retry {
+			continue // stale: another spec, or a retry handled since (failureRecord)
+		}
+		if hist := p.handledRecords[annotationHandledRetry]; len(hist) > 0 && hist[len(hist)-1] != r.Retry {
+			continue // the ReplicaSets record a retry handled since
 		}
 		if f.Time.After(p.now) {
 			f.Time = metav1.Time{Time: p.now}
@@ -94,7 +119,7 @@ func (p *planner) recoverFailure() {
 // is nothing to write.
 func (p *planner) failureWant() (string, bool) {
 	if p.failed() {
-		return encodeFailure(p.status.Failure), true
+		return encodeFailure(p.status.Failure, p.rsvc.Generation, p.status.LastHandledRetry), true
 	}
 	for _, rs := range p.recordedReplicaSets() {
 		if rs.Annotations[annotationFailure] != "" {

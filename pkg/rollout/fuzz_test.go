@@ -261,7 +261,7 @@ func checkFuzzPlan(t *testing.T, which string, o Observed, plan Plan) {
 				case annotationFailure:
 					// The failure that decided a rollback (failrecord.go): bounded, readable
 					// back, and only on the update revision's ReplicaSets, or cleared.
-					if len(v) > maxFailureRecord || (v != "" && decodeFailure(v) == nil) || (v != "" && a.ReplicaSet.Labels[LabelRevision] != Revision(&rsvc.Spec)) {
+					if len(v) > maxFailureRecord || (v != "" && decodedFailure(v) == nil) || (v != "" && a.ReplicaSet.Labels[LabelRevision] != Revision(&rsvc.Spec)) {
 						t.Fatalf("%s: action %d %s: failure record %q is unbounded, unreadable or on another revision", which, i, a, v)
 					}
 				case annotationContracted:
@@ -1619,4 +1619,9 @@ func contractForbidden(o Observed) string {
 		}
 	}
 	return ""
+}
+
+func decodedFailure(v string) *routingv1alpha1.RolloutFailure {
+	f, _ := decodeFailure(v)
+	return f
 }

@@ -28,15 +28,24 @@ func (s pendingSchema) String() string {
 	return fmt.Sprintf("%s Job %s may bring the database to schema %s", s.kind, s.job, s.version)
 }
 
-// pendingSchemas are the versions the live migration and contract Jobs that count as evidence
-// (ownedJobs) may bring the database to, lowest attempt first.
+// pendingSchemas are the versions above the confirmed one that the migration and contract Jobs
+// counting as evidence (ownedJobs) may bring the database to, lowest attempt first: a live Job
+// (live), and a queued one that never started (suspended by a queue such as Kueue, which may
+// admit it at any moment). A Job that started and was suspended since (by schemagate, past its
+// deadline) is not pending. A version at or below the confirmed one moves nothing up.
 func (p *planner) pendingSchemas() []pendingSchema {
+	confirmed := p.confirmedNow()
 	var out []pendingSchema
 	for _, jobs := range [][]ownedJob{p.jobs, p.contracts} {
 		for i := range jobs {
-			if oj := &jobs[i]; live(oj.job) {
-				out = append(out, pendingSchema{version: oj.version, job: oj.job.Name, kind: oj.kind()})
+			oj := &jobs[i]
+			if !live(oj.job) && !(queued(oj.job) && oj.job.Status.StartTime == nil) {
+				continue
 			}
+			if confirmed != "" && schemaversion.AtLeast(confirmed, oj.version) {
+				continue
+			}
+			out = append(out, pendingSchema{version: oj.version, job: oj.job.Name, kind: oj.kind()})
 		}
 	}
 	return out

@@ -400,7 +400,8 @@ func (p *planner) sanitizeStatus() {
 	for _, c := range p.status.Conditions {
 		switch c.Type {
 		case routingv1alpha1.ConditionReady, routingv1alpha1.ConditionReconciling, routingv1alpha1.ConditionStalled,
-			routingv1alpha1.ConditionSchemaReady, routingv1alpha1.ConditionAvailable, routingv1alpha1.ConditionContractReady, routingv1alpha1.ConditionRollbackSafe:
+			routingv1alpha1.ConditionSchemaReady, routingv1alpha1.ConditionAvailable, routingv1alpha1.ConditionContractReady, routingv1alpha1.ConditionRollbackSafe,
+			routingv1alpha1.ConditionClustersReachable:
 			if !seen[c.Type] {
 				seen[c.Type] = true
 				kept = append(kept, c)
