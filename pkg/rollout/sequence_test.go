@@ -31,9 +31,7 @@ func TestRolloutSequence(t *testing.T) {
 	seen := 0
 	for i := 0; i < 400; i++ {
 		w.reconcile()
-		for _, l := range w.log[seen:] {
-			log = append(log, l)
-		}
+		log = append(log, w.log[seen:]...)
 		seen = len(w.log)
 		for _, c := range w.rsvc.Status.Conditions {
 			now := fmt.Sprintf("%s %s", c.Status, c.Reason)
