@@ -2,16 +2,16 @@ package rollout
 
 import (
 	"fmt"
-	"k8s.io/apimachinery/pkg/types"
 	"sort"
 	"time"
+
+	"k8s.io/apimachinery/pkg/types"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	routingv1alpha1 "github.com/schemagate/schemagate/api/v1alpha1"
-	"github.com/schemagate/schemagate/pkg/schemaversion"
 )
 
 // Compute decides what to do next for one RoutingService. It is pure: the same Observed gives the
@@ -284,133 +284,6 @@ func newPlanner(o Observed) *planner {
 	return p
 }
 
-// matchTemplates decides, in each shard, which ReplicaSet is the update revision, comparing pod
-// templates rather than trusting names, as the Deployment controller does (S-22): the ReplicaSet
-// named for the revision counts only if its template is the one schemagate would create (a hand
-// edit, or a hash collision, is reported as TemplateMismatch and never counted); when there is
-// none, a ReplicaSet of another name whose template, required schema and recorded range are the
-// update revision's is that revision (ReplicaSets named by an older schemagate's hash), so an operator
-// upgrade that renames revisions re-rolls nothing.
-func (p *planner) matchTemplates() {
-	for _, shard := range p.rsvc.Spec.Shards {
-		set := p.shards[shard.Name]
-		if set == nil {
-			if holder := p.taken("ReplicaSet", ReplicaSetName(p.rsvc.Name, shard.Name, p.update)); holder != "" {
-				p.conflict(shard.Name, routingv1alpha1.ReasonNameConflict, fmt.Sprintf("ReplicaSet %s/%s", p.rsvc.Namespace, holder))
-			}
-			continue
-		}
-		want := NewReplicaSet(p.rsvc, shard, p.update, 0).Spec.Template
-		if rs := set.byRev[p.update]; rs != nil {
-			if ok, diff := TemplateMatches(want, rs.Spec.Template); !ok {
-				delete(set.byRev, p.update)
-				p.untrusted[rs] = true
-				p.conflict(shard.Name, routingv1alpha1.ReasonTemplateMismatch, fmt.Sprintf("ReplicaSet %s is labelled revision %s but runs another pod template (%s); it is not counted as the revision: delete it and schemagate creates it again",
-					rs.Name, p.update, diff))
-			}
-			continue
-		}
-		if holder := p.taken("ReplicaSet", ReplicaSetName(p.rsvc.Name, shard.Name, p.update)); holder != "" {
-			p.conflict(shard.Name, routingv1alpha1.ReasonNameConflict, fmt.Sprintf("ReplicaSet %s/%s", p.rsvc.Namespace, holder))
-			continue
-		}
-		for i := len(set.all) - 1; i >= 0; i-- {
-			rs := set.all[i]
-			if !schemaversion.Equal(RequiredSchema(rs), p.rsvc.Spec.Schema.Version) || !p.recordsUpdateRange(rs) {
-				continue
-			}
-			// The revision label inside the template is the candidate's own.
-			if ok, _ := TemplateMatches(NewReplicaSet(p.rsvc, shard, rs.Labels[LabelRevision], 0).Spec.Template, rs.Spec.Template); ok {
-				set.byRev[p.update] = rs
-				break
-			}
-		}
-	}
-}
-
-// conflict records that shard's update-revision ReplicaSet cannot be used, and why.
-func (p *planner) conflict(shard, reason, message string) {
-	p.mismatch[shard], p.mismatchReason[shard] = message, reason
-}
-
-// renameRevision carries the status over when the update revision is the same ReplicaSets under a
-// new name (an upgrade of schemagate changed how revisions are named): every shard's ReplicaSet
-// for the old name is the one for the new name, so nothing re-rolls and no condition flips.
-func (p *planner) renameRevision() {
-	old := p.status.UpdateRevision
-	if old == "" || old == p.update {
-		return
-	}
-	same := false
-	for _, shard := range p.rsvc.Spec.Shards {
-		set := p.set(shard.Name)
-		a, b := set.byRev[old], set.byRev[p.update]
-		if a != b {
-			return
-		}
-		same = same || a != nil
-	}
-	if !same {
-		return
-	}
-	for i := range p.status.Shards {
-		if ss := &p.status.Shards[i]; ss.StepRevision == old {
-			ss.StepRevision = p.update
-		}
-	}
-	if p.status.StableRevision == old {
-		p.status.StableRevision = p.update
-	}
-	if f := p.status.Failure; f != nil && f.Revision == old {
-		f.Revision = p.update
-	}
-}
-
-// sanitizeStatus makes the stored status safe to compute from: status is untrusted input (a
-// restored backup, a kubectl edit, another version of schemagate), so unknown steps become
-// Pending, a step that needs a start time and has none starts again now, and a start time in the
-// future is taken as now (S-19). Nothing here can open the gate: the gate reads only Jobs.
-func (p *planner) sanitizeStatus() {
-	for i := range p.status.Shards {
-		ss := &p.status.Shards[i]
-		switch ss.Step {
-		case routingv1alpha1.ShardStepPending, routingv1alpha1.ShardStepPromoted, routingv1alpha1.ShardStepFailed,
-			routingv1alpha1.ShardStepRolledBack:
-		case routingv1alpha1.ShardStepProgressing, routingv1alpha1.ShardStepBaking, routingv1alpha1.ShardStepRollingBack:
-			if ss.StepStartTime == nil {
-				ss.Step = routingv1alpha1.ShardStepPending
-			}
-		default:
-			ss.Step, ss.StepStartTime, ss.ProgressStartTime = routingv1alpha1.ShardStepPending, nil, nil
-		}
-		if ss.StepStartTime != nil && ss.StepStartTime.Time.After(p.now) {
-			ss.StepStartTime = &metav1.Time{Time: p.now}
-		}
-		if ss.ProgressStartTime != nil && ss.ProgressStartTime.Time.After(p.now) {
-			ss.ProgressStartTime = &metav1.Time{Time: p.now}
-		}
-	}
-	if f := p.status.Failure; f != nil && (f.Reason == "" || f.Revision == "") {
-		p.status.Failure = nil
-	}
-	// Only schemagate's own condition types, once each: they are all set on every reconcile, so
-	// no condition is left stamped with another generation (I4; found by FuzzCompute).
-	seen := map[string]bool{}
-	kept := p.status.Conditions[:0]
-	for _, c := range p.status.Conditions {
-		switch c.Type {
-		case routingv1alpha1.ConditionReady, routingv1alpha1.ConditionReconciling, routingv1alpha1.ConditionStalled,
-			routingv1alpha1.ConditionSchemaReady, routingv1alpha1.ConditionAvailable, routingv1alpha1.ConditionContractReady, routingv1alpha1.ConditionRollbackSafe,
-			routingv1alpha1.ConditionClustersReachable:
-			if !seen[c.Type] {
-				seen[c.Type] = true
-				kept = append(kept, c)
-			}
-		}
-	}
-	p.status.Conditions = kept
-}
-
 // newControl returns the value of a control annotation if it is new, recording it as handled.
 func (p *planner) newControl(annotation string, handled *string) string {
 	token := p.rsvc.Annotations[annotation]
@@ -574,131 +447,4 @@ func (p *planner) set(shard string) *shardSet {
 		return s
 	}
 	return &shardSet{byRev: map[string]*appsv1.ReplicaSet{}}
-}
-
-// counts reads a ReplicaSet's numbers for Step. Available pods above spec.replicas are being
-// removed by the ReplicaSet controller (which removes unavailable pods first), so they are not
-// counted: right after a scale-down from 3 to 2, status may still say 3 available, and counting 3
-// would let the next step take away a pod that is already going (found by the I2 checker).
-func counts(rs *appsv1.ReplicaSet) Counts {
-	if rs == nil {
-		return Counts{}
-	}
-	spec := replicasOf(rs)
-	return Counts{Spec: spec, Available: min(rs.Status.AvailableReplicas, spec)}
-}
-
-// complete reports whether revision alone serves the shard (see completeRS); with no ReplicaSet
-// for revision, only a shard of 0 replicas is complete.
-func (s *shardSet) complete(revision string, replicas int32) bool {
-	target := s.byRev[revision]
-	if target == nil {
-		for _, rs := range s.all {
-			if replicasOf(rs) != 0 || rs.Status.Replicas != 0 {
-				return false
-			}
-		}
-		return replicas == 0
-	}
-	return s.completeRS(target, replicas)
-}
-
-// completeRS reports whether target alone serves the shard: it asks for replicas and has them all
-// available (as of its current generation), and every other ReplicaSet of the shard is scaled to 0
-// with no pods left.
-func (s *shardSet) completeRS(target *appsv1.ReplicaSet, replicas int32) bool {
-	for _, rs := range s.all {
-		if rs == target {
-			continue
-		}
-		if replicasOf(rs) != 0 || rs.Status.Replicas != 0 {
-			return false
-		}
-	}
-	return replicasOf(target) == replicas &&
-		target.Status.ObservedGeneration >= target.Generation &&
-		target.Status.AvailableReplicas >= replicas &&
-		target.Status.Replicas == replicas
-}
-
-// rollTowards plans one rolling step of shard towards revision within budget: create revision's
-// ReplicaSet if missing, else step towards it (rollTowardsRS).
-func (p *planner) rollTowards(shard routingv1alpha1.ShardSpec, revision string, b Budget, why string) {
-	target := p.set(shard.Name).byRev[revision]
-	if target != nil {
-		p.rollTowardsRS(shard, target, b, why, true)
-		return
-	}
-	p.stepped[shard.Name] = true
-	var others []Counts
-	for _, rs := range p.set(shard.Name).all {
-		others = append(others, counts(rs))
-	}
-	newTarget, _ := Step(b, Counts{}, others)
-	if revision == p.update && !p.mayRunOn(p.updateRange()) {
-		// I1: pods only on a schema inside their revision's range (the callers check it too).
-		newTarget = 0
-	}
-	p.act(Action{Kind: CreateReplicaSet, ReplicaSet: NewReplicaSet(p.rsvc, shard, revision, newTarget),
-		Note: fmt.Sprintf("%s: shard %s gets revision %s", why, shard.Name, revision)})
-}
-
-// rollTowardsRS plans one rolling step of shard towards the ReplicaSet target within budget:
-// scale it up and the shard's other ReplicaSets down (Step). target is scaled up only if the
-// schema its revision requires is confirmed (I1).
-//
-// With patient set (a promotion, not a rollback), a step that would change the replicas of a
-// ReplicaSet the ReplicaSet controller has not caught up with waits for its status write instead
-// (settled.go): the step is the same a moment later, and the controller's write does not conflict.
-// A rollback never waits for it: restoring service comes before saving the controller requests.
-func (p *planner) rollTowardsRS(shard routingv1alpha1.ShardSpec, target *appsv1.ReplicaSet, b Budget, why string, patient bool) {
-	p.stepped[shard.Name] = true
-	set := p.set(shard.Name)
-	var others []*appsv1.ReplicaSet
-	var otherCounts []Counts
-	for _, rs := range set.all {
-		if rs != target {
-			others = append(others, rs)
-			otherCounts = append(otherCounts, p.provenCounts(rs))
-		}
-	}
-	newTarget, newOthers := Step(b, counts(target), otherCounts)
-	if patient && p.unsettledChange(append([]*appsv1.ReplicaSet{target}, others...), append([]int32{newTarget}, newOthers...)) != nil {
-		p.requeueAt(p.now.Add(settleRecheck))
-		return
-	}
-	revision := target.Labels[LabelRevision]
-	if newTarget != replicasOf(target) && (newTarget < replicasOf(target) || p.mayRun(target)) {
-		p.act(Action{Kind: ScaleReplicaSet, ReplicaSet: target, Replicas: newTarget,
-			Note: fmt.Sprintf("%s: revision %s in shard %s (replicas %d, surge %d)", why, revision, shard.Name, b.Replicas, b.Surge)})
-	}
-	for i, rs := range others {
-		if newOthers[i] != replicasOf(rs) && (newOthers[i] < replicasOf(rs) || p.mayRun(rs)) {
-			verb := "scale down"
-			if newOthers[i] > replicasOf(rs) {
-				verb = "grow the serving set:"
-			}
-			p.act(Action{Kind: ScaleReplicaSet, ReplicaSet: rs, Replicas: newOthers[i], RemovePods: patient && newOthers[i] == 0 && p.mayRun(rs),
-				Note: fmt.Sprintf("%s: %s revision %s in shard %s, keeping %d available", why, verb, rs.Labels[LabelRevision], shard.Name, b.MinAvailable())})
-		}
-	}
-}
-
-// provenCounts are rs's counts for Step, with its available pods hidden when its schema is not
-// confirmed, so that Step never grows it as the serving set (I1). A revision the database is
-// ahead of keeps its available pods counted: they serve, and are not taken away faster than the
-// shard's budget allows (I2); it is never grown either way (mayRun).
-func (p *planner) provenCounts(rs *appsv1.ReplicaSet) Counts {
-	c := counts(rs)
-	if !p.mayRun(rs) && !p.databaseAheadOf(rs) {
-		c.Available = 0
-	}
-	return c
-}
-
-// databaseAheadOf reports whether the database is confirmed at a schema above the newest rs's
-// revision runs on.
-func (p *planner) databaseAheadOf(rs *appsv1.ReplicaSet) bool {
-	r, db := p.revisionRange(rs), p.confirmedNow()
-	return r.max != "" && db != "" && !schemaversion.AtLeast(r.max, db)
 }
