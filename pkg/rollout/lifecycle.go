@@ -190,51 +190,10 @@ func (p *planner) rollbackTargets(v *plannedView) map[string]*appsv1.ReplicaSet 
 }
 
 // incompatibleWith lists the revisions that serve a shard, or that failurePolicy would roll a
-// touched shard back to, and whose range does not contain version, newest first. It reads the
-// ReplicaSets of every shard, never the status.
+// touched shard back to, and whose range does not contain version, newest first: the serving
+// set's (serving.go) as observed, never the status.
 func (p *planner) incompatibleWith(version string) []incompatible {
-	byRev := map[string]*incompatible{}
-	var order []string
-	add := func(rs *appsv1.ReplicaSet, shard string, target bool) {
-		r := p.revisionRange(rs)
-		if r.contains(version) {
-			return
-		}
-		rev := revisionOf(rs)
-		in := byRev[rev]
-		if in == nil {
-			in = &incompatible{revision: rev, rng: r}
-			byRev[rev] = in
-			order = append(order, rev)
-		}
-		if target {
-			in.rollbackOf = appendOnce(in.rollbackOf, shard)
-		} else {
-			in.serves = appendOnce(in.serves, shard)
-		}
-		if in.newest.Before(&rs.CreationTimestamp) {
-			in.newest = rs.CreationTimestamp
-		}
-	}
-	for _, shard := range p.shardNames() {
-		for _, rs := range p.set(shard).all {
-			if serving(rs) {
-				add(rs, shard, false)
-			}
-		}
-	}
-	targets := p.failureTargets()
-	for _, shard := range p.shardNames() {
-		if rs := targets[shard]; rs != nil {
-			add(rs, shard, true)
-		}
-	}
-	out := make([]incompatible, 0, len(order))
-	for _, rev := range order {
-		out = append(out, *byRev[rev])
-	}
-	sort.SliceStable(out, func(i, j int) bool { return out[j].newest.Before(&out[i].newest) })
-	return out
+	return p.servingSet(nil, p.failureTargets()).excluding(version)
 }
 
 func appendOnce(xs []string, x string) []string {
@@ -300,8 +259,8 @@ func decideExpand(incompatible, unseen int, allowBreaking, updateRunsOnCurrent b
 // (Stalled) when it does not, and the cluster's reason while only a place not seen holds it.
 func (p *planner) expandGate() bool {
 	required := p.rsvc.Spec.Schema.Version
-	list := p.incompatibleWith(required)
-	unseen := p.unseenPlaces()
+	set := p.servingSet(nil, p.failureTargets())
+	list, unseen := set.excluding(required), set.unseen
 	current := p.confirmedNow()
 	switch decideExpand(len(list), len(unseen), p.rsvc.Spec.Schema.AllowBreakingMigration, p.updateRange().contains(current)) {
 	case expandStart:
@@ -377,22 +336,18 @@ func (p *planner) lifecycle() {
 		p.requeueAt(p.now.Add(time.Second))
 	}
 	view := p.planned()
-	st.Revisions = p.revisionSchemas(view)
+	set := p.servingSet(view, p.rollbackTargets(view))
+	st.Revisions = set.revisionSchemas(p.now)
 
 	db := p.databaseVersion()
 	pending := p.pendingSchemas()
 	var unsafe []string
 	var next []pendingSchema
-	targets := p.rollbackTargets(view)
-	for _, shard := range p.shardNames() {
-		rs := targets[shard]
-		if rs == nil {
-			continue
-		}
-		r := p.revisionRange(rs)
-		out := outside(r, pending)
-		if !r.contains(db) || len(out) > 0 {
-			unsafe = append(unsafe, fmt.Sprintf("shard %s to revision %s (runs on %s)", shard, revisionOf(rs), r))
+	targets := set.targets()
+	for _, e := range targets {
+		out := outside(e.rng, pending)
+		if !e.rng.contains(db) || len(out) > 0 {
+			unsafe = append(unsafe, fmt.Sprintf("shard %s to revision %s (runs on %s)", e.shard, revisionOf(e.rs), e.rng))
 			next = append(next, out...)
 		}
 	}
@@ -433,70 +388,6 @@ func (p *planner) lifecycle() {
 
 // maxRevisionSchemas bounds status.schema.revisions (the CRD's maxItems).
 const maxRevisionSchemas = 16
-
-// revisionSchemas are the ranges of the revisions that serve a shard or that a rollback would
-// return to, newest first, at most maxRevisionSchemas, read from their ReplicaSets.
-func (p *planner) revisionSchemas(view *plannedView) []routingv1alpha1.RevisionSchema {
-	type entry struct {
-		rs     routingv1alpha1.RevisionSchema
-		newest metav1.Time
-	}
-	byRev := map[string]*entry{}
-	var order []string
-	add := func(rs *appsv1.ReplicaSet, shard string) {
-		rev := revisionOf(rs)
-		e := byRev[rev]
-		if e == nil {
-			r := p.revisionRange(rs)
-			e = &entry{rs: routingv1alpha1.RevisionSchema{Revision: rev, Min: r.min, Max: r.max, Assumed: r.assumed}}
-			byRev[rev] = e
-			order = append(order, rev)
-		}
-		if shard != "" {
-			e.rs.Shards = appendOnce(e.rs.Shards, shard)
-		}
-		created := rs.CreationTimestamp
-		if created.IsZero() {
-			// Created by this plan: the newest of all.
-			created = metav1.Time{Time: p.now.Add(time.Hour)}
-		}
-		if e.newest.Before(&created) {
-			e.newest = created
-		}
-	}
-	for _, shard := range p.shardNames() {
-		for _, rs := range view.all(p, shard) {
-			if view.serving(rs) {
-				add(rs, shard)
-			}
-		}
-	}
-	targets := p.rollbackTargets(view)
-	for _, shard := range p.shardNames() {
-		if rs := targets[shard]; rs != nil {
-			add(rs, "")
-		}
-	}
-	sort.SliceStable(order, func(i, j int) bool {
-		a, b := byRev[order[i]], byRev[order[j]]
-		if a.newest.Equal(&b.newest) {
-			return a.rs.Revision < b.rs.Revision
-		}
-		return b.newest.Before(&a.newest)
-	})
-	if len(order) > maxRevisionSchemas {
-		order = order[:maxRevisionSchemas]
-	}
-	var out []routingv1alpha1.RevisionSchema
-	for _, rev := range order {
-		e := byRev[rev]
-		if len(e.rs.Shards) > 64 {
-			e.rs.Shards = e.rs.Shards[:64]
-		}
-		out = append(out, e.rs)
-	}
-	return out
-}
 
 // contains reports whether rs is one of the shard's observed ReplicaSets.
 func (s *shardSet) contains(rs *appsv1.ReplicaSet) bool {
