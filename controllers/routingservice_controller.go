@@ -62,6 +62,9 @@ type RoutingServiceReconciler struct {
 	// decisions remembers the decision logged last (logDecision), for one "decision" line per
 	// change.
 	decisions eventMemo
+	// regions remembers the regions whose API server failed a write, and backs off from them
+	// (spoke_writes.go).
+	regions regionBackoff
 }
 
 // +kubebuilder:rbac:groups=routing.schemagate.io,resources=routingservices,verbs=get;list;watch
@@ -103,6 +106,7 @@ func (r *RoutingServiceReconciler) reconcile(ctx context.Context, req ctrl.Reque
 			r.budgetConflicts.forget(req.NamespacedName)
 			r.retirementsWaiting.forget(req.NamespacedName)
 			r.decisions.forget(req.NamespacedName)
+			r.regions.forget(req.NamespacedName)
 			if r.Spokes != nil {
 				r.Spokes.Release(req.NamespacedName, nil)
 			}
@@ -147,6 +151,15 @@ func (r *RoutingServiceReconciler) reconcile(ctx context.Context, req ctrl.Reque
 	if r.Spokes != nil {
 		r.Spokes.Release(req.NamespacedName, rsvc)
 	}
+	backingOff, backoffEnds := r.regions.active(req.NamespacedName, r.Clock.Now())
+	if len(backingOff) > 0 {
+		// A region that failed a write a moment ago is left alone until its backoff ends: frozen
+		// for the planner, and no write goes there (budgets included).
+		frozenByWrite(rsvc, &observed, backingOff)
+		for shard := range backingOff {
+			delete(spokes, shard)
+		}
+	}
 	plan := rollout.Compute(observed)
 	if len(plan.Measurements) > 0 {
 		// The planner is pure: it asks for the measurements of http and prometheus checks that
@@ -169,7 +182,14 @@ func (r *RoutingServiceReconciler) reconcile(ctx context.Context, req ctrl.Reque
 		plan = rollout.Compute(observed)
 	}
 	down, applyErr := r.apply(ctx, rsvc, plan.Actions, spokes)
+	if applyErr == nil {
+		r.regions.succeeded(req.NamespacedName, down, r.Clock.Now())
+	}
 	if len(down) > 0 {
+		r.regions.failed(req.NamespacedName, down, r.Clock.Now())
+		if _, next := r.regions.active(req.NamespacedName, r.Clock.Now()); !next.IsZero() && (backoffEnds.IsZero() || next.Before(backoffEnds)) {
+			backoffEnds = next
+		}
 		// S-45: a region's API server failed a write (a 5xx, a timeout, a failing webhook). The
 		// other regions' actions are applied; the status is decided again with that shard frozen
 		// for this reconcile, so it says which region and why, and nothing more is written.
@@ -232,6 +252,10 @@ func (r *RoutingServiceReconciler) reconcile(ctx context.Context, req ctrl.Reque
 		return ctrl.Result{RequeueAfter: time.Second}, nil
 	}
 	requeue := plan.RequeueAfter
+	if !backoffEnds.IsZero() {
+		// The writes to a region backing off are tried again when its backoff ends.
+		requeue = minRequeue(requeue, max(time.Second, backoffEnds.Sub(r.Clock.Now())))
+	}
 	if spokes != nil || observed.Clusters != nil || len(retiredClusters(rsvc)) > 0 {
 		// Secrets are not watched: a rotated one is read again within SecretRecheck.
 		requeue = minRequeue(requeue, spokeRecheck)

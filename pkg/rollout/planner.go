@@ -79,6 +79,9 @@ func Compute(o Observed) Plan {
 		p.event(false, EventPromoteIgnored, "promote %q: no shard is baking; nothing changed", p.promoteToken)
 	}
 	p.recordControls()
+	// The records are written where they can be: none to a shard whose cluster is frozen (it
+	// gets them once it answers).
+	p.dropFrozenActions()
 	p.plan.Actions = append(p.plan.Actions, p.podActions...)
 	p.plan.Status = *p.status
 	return p.plan
