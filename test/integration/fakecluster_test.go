@@ -184,6 +184,11 @@ func (f *fakeCluster) syncJobs(ctx context.Context) {
 // finish writes a Job's final status as the Job controller of Kubernetes 1.37 does (the API
 // server insists on the interim SuccessCriteriaMet / FailureTarget condition first).
 func (f *fakeCluster) finish(ctx context.Context, j *batchv1.Job, success bool) error {
+	if rollout.JobFinished(j) {
+		// Finished already (the fake Job controller and a story both finishing one Job, read
+		// before the other's write): its completionTime is immutable, and once is what was asked.
+		return nil
+	}
 	now := metav1.Now()
 	if j.Status.StartTime == nil {
 		j.Status.StartTime = &now
