@@ -100,11 +100,7 @@ func (p *planner) readClusters() {
 // under Skip the shards after it go on (false). Past unreachableDeadlineSeconds Stalled says a
 // person is needed; nothing changes in any cluster because of it.
 func (p *planner) holdsAtCluster(shard routingv1alpha1.ShardSpec, view ClusterView) bool {
-	ss := p.shardStatus(shard.Name)
-	since := p.now
-	if ss.Cluster != nil && ss.Cluster.UnreachableSince != nil {
-		since = ss.Cluster.UnreachableSince.Time
-	}
+	since := p.awaySince(shard.Name)
 	reason := reasonOf(view.State)
 	msg := fmt.Sprintf("shard %s: cluster %s is %s since %s (%s); the shard keeps serving what it serves and is neither counted nor changed until it answers",
 		shard.Name, view.Name, view.State, since.UTC().Format(time.RFC3339), view.Message)
@@ -175,4 +171,13 @@ func (p *planner) clustersCondition() {
 		return
 	}
 	p.setCondition(routingv1alpha1.ConditionClustersReachable, metav1.ConditionTrue, routingv1alpha1.ReasonClustersReachable, "every shard's cluster answers")
+}
+
+// awaySince is when shard's cluster stopped answering, as status.shards[].cluster.unreachableSince
+// records it (readClusters keeps it while the cluster stays away), or now when none is recorded.
+func (p *planner) awaySince(shard string) time.Time {
+	if ss := p.shardStatus(shard); ss.Cluster != nil && ss.Cluster.UnreachableSince != nil {
+		return ss.Cluster.UnreachableSince.Time
+	}
+	return p.now
 }

@@ -53,10 +53,7 @@ func (p *planner) holdSchemaPlace(shard string, view ClusterView) {
 	if c := p.oldCondition(routingv1alpha1.ConditionContractReady); c != nil && p.rsvc.Spec.Schema.Contract != nil {
 		p.setCondition(routingv1alpha1.ConditionContractReady, metav1.ConditionUnknown, reason, msg)
 	}
-	since := p.now
-	if ss := p.shardStatus(shard); ss.Cluster != nil && ss.Cluster.UnreachableSince != nil {
-		since = ss.Cluster.UnreachableSince.Time
-	}
+	since := p.awaySince(shard)
 	deadline := p.rsvc.Spec.Strategy.UnreachableDeadline()
 	if !p.now.Before(since.Add(deadline)) {
 		p.stall(reason, msg+fmt.Sprintf("; unreachable since %s, longer than unreachableDeadlineSeconds (%.0fs)", since.UTC().Format(time.RFC3339), deadline.Seconds()))

@@ -45,11 +45,7 @@ func (p *planner) unseenPlaces() []unseenPlace {
 		if !frozen {
 			continue
 		}
-		since := p.now
-		if ss := p.shardStatus(shard.Name); ss.Cluster != nil && ss.Cluster.UnreachableSince != nil {
-			since = ss.Cluster.UnreachableSince.Time
-		}
-		out = append(out, unseenPlace{shard: shard.Name, view: view, since: since})
+		out = append(out, unseenPlace{shard: shard.Name, view: view, since: p.awaySince(shard.Name)})
 	}
 	return out
 }
