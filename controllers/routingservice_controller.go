@@ -145,6 +145,7 @@ func (r *RoutingServiceReconciler) reconcile(ctx context.Context, req ctrl.Reque
 		return ctrl.Result{}, err
 	}
 	spokes := r.observeSpokes(ctx, rsvc, &observed)
+	r.observeRetiredPlaces(ctx, rsvc, &observed, spokes)
 	if err := r.observeSchemaJobs(ctx, rsvc, &observed, spokes); err != nil {
 		return ctrl.Result{}, err
 	}

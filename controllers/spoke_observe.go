@@ -44,6 +44,7 @@ func (r *RoutingServiceReconciler) observeSpokes(ctx context.Context, rsvc *rout
 	if len(clusterShards) == 0 {
 		return nil
 	}
+	o.EarlierPlaces = append(o.EarlierPlaces, hubEarlierPlaces(rsvc, o, clusterShards)...)
 	o.ReplicaSets = slices.DeleteFunc(o.ReplicaSets, func(rs *appsv1.ReplicaSet) bool { return clusterShards[rs.Labels[rollout.LabelShard]] })
 	// A cluster shard's check Jobs run in its cluster; the hub's own (from before the shard moved
 	// there) are left alone and never read as its checks.

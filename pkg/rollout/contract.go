@@ -259,6 +259,12 @@ func (p *planner) contractDecide() contractDecision {
 		d.wake = p.now.Add(olderPodsRecheck)
 		return d
 	}
+	if msg := p.earlierPlaceWait(); msg != "" {
+		d.reason = routingv1alpha1.ReasonOlderPodsRemain
+		d.message = fmt.Sprintf("every shard is promoted to revision %s, but %s; the contract to schema %s waits until no pod of an older revision can serve there", p.update, msg, d.version)
+		d.wake = p.now.Add(olderPodsRecheck)
+		return d
+	}
 	if msg := p.olderPods(); msg != "" {
 		d.reason, d.message = routingv1alpha1.ReasonOlderPodsRemain, fmt.Sprintf("every shard is promoted to revision %s, but %s; the contract to schema %s waits until no pod of an older revision exists", p.update, msg, d.version)
 		d.wake = p.now.Add(olderPodsRecheck)

@@ -49,6 +49,25 @@ type Observed struct {
 	// Clusters describes, by shard name, the cluster of each shard with spec.shards[].cluster
 	// (clusters.go). A shard with a cluster and no entry is read as Connecting: frozen.
 	Clusters map[string]ClusterView
+	// EarlierPlaces are the places a shard ran in before and that are not cleaned up yet (a
+	// cluster schemagate.io/clusters-used records and the spec no longer names for the shard, or
+	// the RoutingService's own cluster for a shard since moved to another): what still runs there
+	// may serve, on the revision it ran, until the reconciler retires it (earlier.go).
+	EarlierPlaces []EarlierPlace
+}
+
+// EarlierPlace is one place a shard ran in before, as this reconcile found it.
+type EarlierPlace struct {
+	Shard string
+	// Cluster is the cluster it is in (Name "" for the RoutingService's own) and its state: only
+	// a Reachable one was read, and ReplicaSets and RoutingPods say what runs there.
+	Cluster ClusterView
+	// ReplicaSets are the shard's ReplicaSets there that this RoutingService (or its anchor there)
+	// controls.
+	ReplicaSets []*appsv1.ReplicaSet
+	// RoutingPods counts the shard's routing pods there, terminating ones included, by the
+	// revision their label names.
+	RoutingPods map[string]int32
 }
 
 // MeasurementKey names one measured check of one shard, moment and revision.

@@ -89,6 +89,8 @@ type world struct {
 	refuse   func(Action) *Refusal
 	// clusters are handed to the planner as Observed.Clusters (shards in other clusters).
 	clusters map[string]ClusterView
+	// earlier are handed to the planner as Observed.EarlierPlaces (a shard's places before it moved).
+	earlier []EarlierPlace
 }
 
 func newWorld(t *testing.T) *world {
@@ -97,7 +99,7 @@ func newWorld(t *testing.T) *world {
 }
 
 func (w *world) observed() Observed {
-	o := Observed{RoutingService: w.rsvc.DeepCopy(), Now: w.now, Conflicts: w.conflicts, Refusals: w.refusals, Clusters: w.clusters}
+	o := Observed{RoutingService: w.rsvc.DeepCopy(), Now: w.now, Conflicts: w.conflicts, Refusals: w.refusals, Clusters: w.clusters, EarlierPlaces: w.earlier}
 	for _, rs := range w.rss {
 		if v, ok := w.clusters[rs.Labels[LabelShard]]; ok && v.State != routingv1alpha1.ClusterReachable {
 			// As the reconciler: a cluster that does not answer has no fresh list, and none is
