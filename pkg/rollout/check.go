@@ -186,7 +186,7 @@ func (p *planner) reconfirm(latest *ownedJob, paused bool) {
 	next := p.nextAttempt(latest)
 	switch {
 	case p.rsvc.Spec.Schema.Check != nil && p.checkAfterMigrationDue(latest) && paused:
-		p.schemaCondition(metav1.ConditionFalse, routingv1alpha1.ReasonCheckingSchema,
+		p.decideSchema(metav1.ConditionFalse, routingv1alpha1.ReasonCheckingSchema,
 			fmt.Sprintf("migration Job %s succeeded; the check Job that confirms schema %s starts when spec.paused is false", latest.job.Name, required))
 	case p.rsvc.Spec.Schema.Check != nil && p.checkAfterMigrationDue(latest):
 		p.startCheck(p.nextCheck(), latest, fmt.Sprintf("confirm schema %s after migration Job %s", required, latest.job.Name))
@@ -272,10 +272,10 @@ func (p *planner) hold(msg string) {
 	p.keepConfirmedRecord()
 	if old := p.oldCondition(routingv1alpha1.ConditionSchemaReady); old != nil && old.Status == metav1.ConditionTrue {
 		p.holding = true
-		p.schemaCondition(metav1.ConditionTrue, routingv1alpha1.ReasonSchemaConfirmed, msg)
+		p.decideSchema(metav1.ConditionTrue, routingv1alpha1.ReasonSchemaConfirmed, msg)
 		return
 	}
-	p.schemaCondition(metav1.ConditionFalse, routingv1alpha1.ReasonCheckingSchema, msg)
+	p.decideSchema(metav1.ConditionFalse, routingv1alpha1.ReasonCheckingSchema, msg)
 }
 
 // startCheck creates the n-th check Job for the required version and holds everything while it
@@ -305,7 +305,7 @@ func (p *planner) startCheck(n int32, latest *ownedJob, note string) bool {
 	p.event(false, EventCheckStarted, "%s: started check Job %s", note, job.Name)
 	p.status.Schema.CheckJob = job.Name
 	p.hold(fmt.Sprintf("%s: check Job %s asks the database whether it is at schema %s; no pod is created or scaled up until it reports", note, job.Name, required))
-	p.setActivity(routingv1alpha1.ReasonCheckingSchema, p.conditionMessage(routingv1alpha1.ConditionSchemaReady))
+	p.setActivity(routingv1alpha1.ReasonCheckingSchema, p.schemaMessage())
 	p.requeueAt(p.now.Add(time.Duration(p.rsvc.Spec.Schema.Check.ActiveDeadlineSecondsOrDefault())*time.Second + migrationGrace))
 	return true
 }

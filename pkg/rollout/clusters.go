@@ -147,9 +147,19 @@ func (p *planner) dropFrozenActions() {
 	p.plan.Actions = kept
 }
 
+// firstAway is the reason and message of the first shard, in spec order, whose cluster is not
+// Reachable ("" when every one is): ClustersReachable says so, and Ready is False for it.
+func (p *planner) firstAway() (string, string) {
+	for _, shard := range p.rsvc.Spec.Shards {
+		if view, frozen := p.frozen[shard.Name]; frozen && shard.Cluster != nil {
+			return reasonOf(view.State), fmt.Sprintf("shard %s: cluster %s is %s: %s", shard.Name, view.Name, view.State, view.Message)
+		}
+	}
+	return "", ""
+}
+
 // clustersCondition sets ClustersReachable when a shard names a cluster (and removes it when none
-// does), and keeps Ready False while any shard's cluster is not Reachable. It runs after
-// summarize.
+// does). Ready is False while a shard's cluster is not Reachable (summarize).
 func (p *planner) clustersCondition() {
 	named := false
 	for _, shard := range p.rsvc.Spec.Shards {
@@ -157,12 +167,8 @@ func (p *planner) clustersCondition() {
 			continue
 		}
 		named = true
-		if view, frozen := p.frozen[shard.Name]; frozen {
-			msg := fmt.Sprintf("shard %s: cluster %s is %s: %s", shard.Name, view.Name, view.State, view.Message)
-			p.setCondition(routingv1alpha1.ConditionClustersReachable, metav1.ConditionFalse, reasonOf(view.State), msg)
-			if c := meta.FindStatusCondition(p.status.Conditions, routingv1alpha1.ConditionReady); c != nil && c.Status == metav1.ConditionTrue {
-				p.setCondition(routingv1alpha1.ConditionReady, metav1.ConditionFalse, reasonOf(view.State), msg)
-			}
+		if reason, msg := p.firstAway(); reason != "" {
+			p.setCondition(routingv1alpha1.ConditionClustersReachable, metav1.ConditionFalse, reason, msg)
 			return
 		}
 	}

@@ -6,7 +6,6 @@ import (
 	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
@@ -126,7 +125,7 @@ func (p *planner) contract() {
 	defer p.settleApproval(d)
 	st := &p.status.Schema
 	if d.state == contractNone {
-		meta.RemoveStatusCondition(&p.status.Conditions, routingv1alpha1.ConditionContractReady)
+		p.verdicts.contractReady, p.verdicts.noContract = nil, true
 		st.Contract = nil
 		p.contractPhase = ""
 		return
@@ -152,11 +151,11 @@ func (p *planner) contract() {
 		if old == nil || old.Reason != routingv1alpha1.ReasonContractComplete {
 			p.event(false, EventContractComplete, "%s; the contract to schema %s is complete", d.message, d.version)
 		}
-		p.contractCondition(metav1.ConditionTrue, routingv1alpha1.ReasonContractComplete, d.message)
+		p.decideContract(metav1.ConditionTrue, routingv1alpha1.ReasonContractComplete, d.message)
 		p.contractPhase = routingv1alpha1.SchemaPhaseComplete
 	case contractRunning:
 		cs.CompletionTime = nil
-		p.contractCondition(metav1.ConditionTrue, routingv1alpha1.ReasonContracting, d.message)
+		p.decideContract(metav1.ConditionTrue, routingv1alpha1.ReasonContracting, d.message)
 		p.contractPhase = routingv1alpha1.SchemaPhaseContracting
 	case contractFailed:
 		p.afterFailedContract(d, cs)
@@ -170,7 +169,7 @@ func (p *planner) contract() {
 		if d.reason == routingv1alpha1.ReasonRollbackWindow && (old == nil || old.Reason != routingv1alpha1.ReasonRollbackWindow) {
 			p.event(false, EventContractWindow, "%s", d.message)
 		}
-		p.contractCondition(metav1.ConditionFalse, d.reason, d.message)
+		p.decideContract(metav1.ConditionFalse, d.reason, d.message)
 		if d.reason == routingv1alpha1.ReasonWaitingForShards {
 			p.contractPhase = ""
 		} else {
@@ -349,7 +348,7 @@ func (p *planner) afterFailedContract(d contractDecision, cs *routingv1alpha1.Co
 		if old := p.oldCondition(routingv1alpha1.ConditionContractReady); old == nil || old.Reason != routingv1alpha1.ReasonContractFailed {
 			p.event(true, EventContractFailed, "%s", msg)
 		}
-		p.contractCondition(metav1.ConditionFalse, routingv1alpha1.ReasonContractFailed, msg)
+		p.decideContract(metav1.ConditionFalse, routingv1alpha1.ReasonContractFailed, msg)
 		p.stall(routingv1alpha1.ReasonContractFailed, msg)
 		p.contractPhase = routingv1alpha1.SchemaPhaseContracting
 	}
@@ -393,7 +392,7 @@ func (p *planner) startContract(d contractDecision, cs *routingv1alpha1.Contract
 	if holder := p.taken("Job", job.Name); holder != "" {
 		msg := fmt.Sprintf("contract Job %s/%s cannot be created: %s; schemagate never takes it as evidence; delete or rename it and the contract to schema %s starts",
 			p.rsvc.Namespace, job.Name, holder, d.version)
-		p.contractCondition(metav1.ConditionTrue, routingv1alpha1.ReasonContractReadyToRun, msg)
+		p.decideContract(metav1.ConditionTrue, routingv1alpha1.ReasonContractReadyToRun, msg)
 		p.stall(routingv1alpha1.ReasonNameConflict, msg)
 		p.contractPhase = routingv1alpha1.SchemaPhaseRollbackWindow
 		p.requeueAt(p.now.Add(conflictRecheck))
@@ -402,7 +401,7 @@ func (p *planner) startContract(d contractDecision, cs *routingv1alpha1.Contract
 	if p.refused("create", "Job", job.Name) {
 		// S-31, as in startMigration: the API server refused it in this reconcile, so nothing
 		// started, no approval is used up, and the status does not name the Job.
-		p.contractCondition(metav1.ConditionTrue, routingv1alpha1.ReasonContractReadyToRun, fmt.Sprintf(
+		p.decideContract(metav1.ConditionTrue, routingv1alpha1.ReasonContractReadyToRun, fmt.Sprintf(
 			"the API server refused contract Job %s/%s (attempt %d) to schema %s; it is created again on the next reconcile", p.rsvc.Namespace, job.Name, attempt, d.version))
 		p.contractPhase = routingv1alpha1.SchemaPhaseRollbackWindow
 		p.requeueAt(p.now.Add(refusalRecheck))
@@ -414,7 +413,7 @@ func (p *planner) startContract(d contractDecision, cs *routingv1alpha1.Contract
 	}
 	started(job.Name)
 	cs.Job, cs.Attempt, cs.StartTime, cs.CompletionTime = job.Name, attempt, &metav1.Time{Time: p.now}, nil
-	p.contractCondition(metav1.ConditionTrue, routingv1alpha1.ReasonContracting,
+	p.decideContract(metav1.ConditionTrue, routingv1alpha1.ReasonContracting,
 		fmt.Sprintf("contract Job %s (attempt %d) is bringing the schema to %s", job.Name, attempt, d.version))
 	p.contractPhase = routingv1alpha1.SchemaPhaseContracting
 	p.requeueAt(p.now.Add(time.Duration(ptr.Deref(job.Spec.ActiveDeadlineSeconds, 0))*time.Second + migrationGrace))
@@ -444,11 +443,6 @@ func (p *planner) contractEnd(oj *ownedJob) *metav1.Time {
 		}
 	}
 	return &metav1.Time{Time: p.now}
-}
-
-// contractCondition is ContractReady's one setter.
-func (p *planner) contractCondition(status metav1.ConditionStatus, reason, message string) {
-	p.setCondition(routingv1alpha1.ConditionContractReady, status, reason, message)
 }
 
 func rollbackWindowSeconds(c *routingv1alpha1.ContractSpec) int32 {

@@ -280,7 +280,7 @@ func (p *planner) expandGate() bool {
 		if len(unseen) > 0 {
 			why = append(why, "every shard's cluster answers, so that what serves there can be seen: "+describeUnseen(unseen))
 		}
-		p.schemaCondition(metav1.ConditionFalse, routingv1alpha1.ReasonMigrationPending, fmt.Sprintf(
+		p.decideSchema(metav1.ConditionFalse, routingv1alpha1.ReasonMigrationPending, fmt.Sprintf(
 			"binary first: revision %s runs on %s, which contains the database's schema %s, so shards roll before the migration; the migration to %s starts once %s",
 			p.update, p.updateRange(), current, required, strings.Join(why, ", and once ")))
 		return false

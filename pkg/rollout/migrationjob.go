@@ -145,7 +145,7 @@ func (p *planner) migrationQueued(latest *ownedJob) {
 		p.failSchema(routingv1alpha1.ReasonMigrationSuspended, fmt.Sprintf("%s; it has been suspended for longer than activeDeadlineSeconds (%ds): free capacity in its queue or release it, and it runs", msg, int64(limit/time.Second)))
 		return
 	}
-	p.schemaCondition(metav1.ConditionFalse, routingv1alpha1.ReasonMigrationSuspended, msg)
+	p.decideSchema(metav1.ConditionFalse, routingv1alpha1.ReasonMigrationSuspended, msg)
 	// Released, the Job's status changes and wakes the reconciler; the stall is looked at then.
 	p.requeueAt(since.Add(limit + time.Second))
 }

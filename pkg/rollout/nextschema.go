@@ -82,7 +82,7 @@ func (p *planner) waitForPending(list []pendingSchema) {
 	for _, s := range list {
 		parts = append(parts, s.String())
 	}
-	p.schemaCondition(metav1.ConditionFalse, routingv1alpha1.ReasonWaitingForMigration, fmt.Sprintf(
+	p.decideSchema(metav1.ConditionFalse, routingv1alpha1.ReasonWaitingForMigration, fmt.Sprintf(
 		"revision %s runs on %s and the database is confirmed at %s, but %s, outside that range: nothing of revision %s is created or scaled up until it has ended, and every shard keeps serving what it serves",
 		p.update, p.updateRange(), orNone(p.confirmedNow()), strings.Join(parts, "; "), p.update))
 }

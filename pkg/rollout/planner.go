@@ -69,6 +69,7 @@ func Compute(o Observed) Plan {
 	}
 	p.reportRefusals()
 	p.dropFrozenActions()
+	p.writeSchemaConditions()
 	p.summarize()
 	p.clustersCondition()
 	if p.retry != "" && !p.retryWaiting {
@@ -176,6 +177,8 @@ type planner struct {
 	handledRecords                  map[string][]string
 	activityReason, activityMessage string
 	stallReason, stallMessage       string
+	// verdicts are what SchemaReady and ContractReady are to say (conditions.go).
+	verdicts verdicts
 }
 
 type shardSet struct {

@@ -6,7 +6,6 @@ import (
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
@@ -109,7 +108,7 @@ func (p *planner) schemaGate() bool {
 	if list := outside(p.updateRange(), p.pendingSchemas()); ev.confirms(required) && p.awaitingCheck == "" && len(list) > 0 {
 		p.waitForPending(list)
 		if p.stallReason == "" {
-			p.setActivity(routingv1alpha1.ReasonMigrating, p.conditionMessage(routingv1alpha1.ConditionSchemaReady))
+			p.setActivity(routingv1alpha1.ReasonMigrating, p.schemaMessage())
 		}
 		return false
 	}
@@ -133,7 +132,7 @@ func (p *planner) schemaGate() bool {
 				p.measure(PhaseGateWait, "", p.since(&latest.job.CreationTimestamp))
 			}
 		}
-		p.schemaCondition(metav1.ConditionTrue, routingv1alpha1.ReasonSchemaConfirmed,
+		p.decideSchema(metav1.ConditionTrue, routingv1alpha1.ReasonSchemaConfirmed,
 			fmt.Sprintf("schema %s (required %s) is confirmed: %s", confirmed, required, ev.describe()))
 		return true
 	}
@@ -152,11 +151,11 @@ func (p *planner) schemaGate() bool {
 	case latest == nil && p.cacheLagging():
 		// The attempt the stored status names was created an instant ago: wait for the cache.
 		st.MigrationJob, st.Attempt = p.rsvc.Status.Schema.MigrationJob, p.rsvc.Status.Schema.Attempt
-		p.schemaCondition(metav1.ConditionFalse, routingv1alpha1.ReasonMigrating, p.migratingMessage(st.MigrationJob, st.Attempt, ""))
+		p.decideSchema(metav1.ConditionFalse, routingv1alpha1.ReasonMigrating, p.migratingMessage(st.MigrationJob, st.Attempt, ""))
 		p.requeueAt(p.now.Add(2 * time.Second))
 	case latest == nil && paused:
 		st.MigrationJob, st.Attempt, st.StartTime, st.CompletionTime = "", 0, nil, nil
-		p.schemaCondition(metav1.ConditionFalse, routingv1alpha1.ReasonMigrationPending,
+		p.decideSchema(metav1.ConditionFalse, routingv1alpha1.ReasonMigrationPending,
 			fmt.Sprintf("schema %s is required and %s is confirmed; the migration starts when spec.paused is false", required, orNone(confirmed)))
 	case latest == nil:
 		p.startMigration(1, fmt.Sprintf("schema %s required, %s confirmed", required, orNone(confirmed)),
@@ -167,11 +166,11 @@ func (p *planner) schemaGate() bool {
 		p.migrationQueued(latest)
 	case !ended:
 		p.markResumed(latest)
-		p.schemaCondition(metav1.ConditionFalse, routingv1alpha1.ReasonMigrating, p.migratingMessage(latest.job.Name, latest.attempt, p.causeOf(latest)+p.runningFor(latest.job, latest.attempt)))
+		p.decideSchema(metav1.ConditionFalse, routingv1alpha1.ReasonMigrating, p.migratingMessage(latest.job.Name, latest.attempt, p.causeOf(latest)+p.runningFor(latest.job, latest.attempt)))
 		p.requeueAt(deadlineAt(latest.job, p.now))
 		p.requeueAt(p.nextElapsedStep(latest.job))
 	case readingOf(p.readings, latest) != nil && readingOf(p.readings, latest).pending:
-		p.schemaCondition(metav1.ConditionFalse, routingv1alpha1.ReasonMigrating, p.migratingMessage(latest.job.Name, latest.attempt, ": "+readingOf(p.readings, latest).invalid))
+		p.decideSchema(metav1.ConditionFalse, routingv1alpha1.ReasonMigrating, p.migratingMessage(latest.job.Name, latest.attempt, ": "+readingOf(p.readings, latest).invalid))
 		p.requeueAt(p.now.Add(2 * time.Second))
 	default:
 		p.afterFailedAttempt(latest, paused)
@@ -181,11 +180,11 @@ func (p *planner) schemaGate() bool {
 		if st.SuspendedSince != nil {
 			activity = routingv1alpha1.ReasonMigrationSuspended
 		}
-		if c := meta.FindStatusCondition(p.status.Conditions, routingv1alpha1.ConditionSchemaReady); c != nil && isClusterReason(c.Reason) {
+		if reason := p.schemaReason(); isClusterReason(reason) {
 			// The expand gate waits for a place it cannot see (holdForUnseen).
-			activity = c.Reason
+			activity = reason
 		}
-		p.setActivity(activity, p.conditionMessage(routingv1alpha1.ConditionSchemaReady))
+		p.setActivity(activity, p.schemaMessage())
 	}
 	return false
 }
@@ -231,7 +230,7 @@ func (p *planner) afterFailedAttempt(latest *ownedJob, paused bool) {
 			// that event wakes the reconciler.
 			return
 		}
-		p.schemaCondition(metav1.ConditionFalse, routingv1alpha1.ReasonMigrating,
+		p.decideSchema(metav1.ConditionFalse, routingv1alpha1.ReasonMigrating,
 			fmt.Sprintf("%s: waiting for the pods of migration Job %s to stop before attempt %d starts", why, latest.job.Name, next))
 		p.requeueAt(p.now.Add(5 * time.Second))
 	default:
@@ -303,7 +302,7 @@ func (p *planner) startMigration(attempt int32, note string, started func(name s
 	if msg := p.contractHoldsExpand(required); msg != "" {
 		// One lifecycle at a time: never an expand beside a contract (contract.go).
 		p.retryWaiting = p.retry != ""
-		p.schemaCondition(metav1.ConditionFalse, routingv1alpha1.ReasonWaitingForContract, msg)
+		p.decideSchema(metav1.ConditionFalse, routingv1alpha1.ReasonWaitingForContract, msg)
 		p.requeueAt(p.now.Add(5 * time.Second))
 		return
 	}
@@ -316,7 +315,7 @@ func (p *planner) startMigration(attempt int32, note string, started func(name s
 		// A pod of a migration Job that is gone (deleted with its pods orphaned, or still
 		// terminating) may still be changing the database: two migrations never run at once.
 		p.retryWaiting = p.retry != ""
-		p.schemaCondition(metav1.ConditionFalse, routingv1alpha1.ReasonWaitingForMigration, fmt.Sprintf(
+		p.decideSchema(metav1.ConditionFalse, routingv1alpha1.ReasonWaitingForMigration, fmt.Sprintf(
 			"pod %s of a migration Job that no longer exists is still %s; the migration to schema %s starts when it has ended, since two migrations never run at once",
 			pod.Name, podPhase(pod), required))
 		p.requeueAt(p.now.Add(5 * time.Second))
@@ -336,7 +335,7 @@ func (p *planner) startMigration(attempt int32, note string, started func(name s
 	// its report, about a database the migration has changed since. Its deadline bounds the wait.
 	for _, j := range p.observed.Jobs {
 		if metav1.IsControlledBy(j, p.rsvc) && (j.Labels[LabelComponent] == ComponentMigration || j.Labels[LabelComponent] == ComponentCheck) && !stopped(j) {
-			p.schemaCondition(metav1.ConditionFalse, routingv1alpha1.ReasonWaitingForMigration, fmt.Sprintf(
+			p.decideSchema(metav1.ConditionFalse, routingv1alpha1.ReasonWaitingForMigration, fmt.Sprintf(
 				"schema %s is required; %s Job %s still has pods, and a migration never runs beside another migration or a check: attempt %d starts when they are gone", required, j.Labels[LabelComponent], j.Name, attempt))
 			p.retryWaiting = true
 			p.requeueAt(p.now.Add(5 * time.Second))
@@ -348,7 +347,7 @@ func (p *planner) startMigration(attempt int32, note string, started func(name s
 		// status does not name it: the next reconcile would take the missing Job for one whose
 		// evidence was lost. reportRefusals says why, and the next reconcile creates it again.
 		p.retryWaiting = p.retry != ""
-		p.schemaCondition(metav1.ConditionFalse, routingv1alpha1.ReasonWaitingForMigration, fmt.Sprintf(
+		p.decideSchema(metav1.ConditionFalse, routingv1alpha1.ReasonWaitingForMigration, fmt.Sprintf(
 			"schema %s is required; the API server refused migration Job %s (attempt %d), which is created again on the next reconcile", required, job.Name, attempt))
 		return
 	}
@@ -360,7 +359,7 @@ func (p *planner) startMigration(attempt int32, note string, started func(name s
 	st.MigrationJob, st.Attempt, st.Cause = job.Name, attempt, ""
 	st.StartTime, st.CompletionTime = &metav1.Time{Time: p.now}, nil
 	deadline := p.now.Add(time.Duration(migrationDeadlineSeconds(p.rsvc))*time.Second + migrationGrace)
-	p.schemaCondition(metav1.ConditionFalse, routingv1alpha1.ReasonMigrating, p.migratingMessage(job.Name, attempt, p.runningSince(p.now, deadline, attempt)))
+	p.decideSchema(metav1.ConditionFalse, routingv1alpha1.ReasonMigrating, p.migratingMessage(job.Name, attempt, p.runningSince(p.now, deadline, attempt)))
 	p.requeueAt(deadline)
 	p.requeueAt(p.now.Add(10 * time.Second)) // the elapsed time's first step
 }
@@ -385,14 +384,14 @@ func (p *planner) waitForMigration(other *ownedJob, required, confirmed string) 
 	default:
 		p.requeueAt(deadlineAt(other.job, p.now))
 	}
-	p.schemaCondition(metav1.ConditionFalse, routingv1alpha1.ReasonWaitingForMigration, msg)
+	p.decideSchema(metav1.ConditionFalse, routingv1alpha1.ReasonWaitingForMigration, msg)
 }
 
 func (p *planner) failSchema(reason, msg string) {
 	if old := p.oldCondition(routingv1alpha1.ConditionSchemaReady); old == nil || old.Reason != reason {
 		p.event(true, reason, "%s", msg)
 	}
-	p.schemaCondition(metav1.ConditionFalse, reason, msg)
+	p.decideSchema(metav1.ConditionFalse, reason, msg)
 	p.stall(reason, msg)
 }
 

@@ -45,13 +45,13 @@ func (p *planner) holdSchemaPlace(shard string, view ClusterView) {
 		// Status is untrusted, but this opens nothing: the gate reads only evidence (mayRun).
 		p.keepConfirmedRecord()
 		p.holding = true
-		p.schemaCondition(metav1.ConditionTrue, routingv1alpha1.ReasonSchemaConfirmed,
+		p.decideSchema(metav1.ConditionTrue, routingv1alpha1.ReasonSchemaConfirmed,
 			fmt.Sprintf("schema %s was confirmed when last read; %s", confirmed, msg))
 	} else {
-		p.schemaCondition(metav1.ConditionFalse, reason, msg)
+		p.decideSchema(metav1.ConditionFalse, reason, msg)
 	}
 	if c := p.oldCondition(routingv1alpha1.ConditionContractReady); c != nil && p.rsvc.Spec.Schema.Contract != nil {
-		p.setCondition(routingv1alpha1.ConditionContractReady, metav1.ConditionUnknown, reason, msg)
+		p.decideContract(metav1.ConditionUnknown, reason, msg)
 	}
 	since := p.awaySince(shard)
 	deadline := p.rsvc.Spec.Strategy.UnreachableDeadline()

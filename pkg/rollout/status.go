@@ -75,7 +75,10 @@ func (p *planner) summarize() {
 		msg := fmt.Sprintf("revision %s is promoted in all %d shards", p.update, len(shards))
 		p.setCondition(routingv1alpha1.ConditionStalled, metav1.ConditionFalse, routingv1alpha1.ReasonRolloutComplete, msg)
 		p.setCondition(routingv1alpha1.ConditionReconciling, metav1.ConditionFalse, routingv1alpha1.ReasonRolloutComplete, msg)
-		if len(short) == 0 {
+		if away, why := p.firstAway(); away != "" && len(short) == 0 {
+			// Complete as last seen, but a cluster does not answer: what it serves now is not known.
+			p.setCondition(routingv1alpha1.ConditionReady, metav1.ConditionFalse, away, why)
+		} else if len(short) == 0 {
 			p.setCondition(routingv1alpha1.ConditionReady, metav1.ConditionTrue, routingv1alpha1.ReasonRolloutComplete, msg)
 		} else {
 			p.setCondition(routingv1alpha1.ConditionReady, metav1.ConditionFalse, routingv1alpha1.ReasonMinimumReplicasUnavailable, p.conditionMessage(routingv1alpha1.ConditionAvailable))
@@ -114,10 +117,6 @@ func (p *planner) setCondition(conditionType string, status metav1.ConditionStat
 		ObservedGeneration: p.rsvc.Generation,
 		LastTransitionTime: metav1.Time{Time: p.now},
 	})
-}
-
-func (p *planner) schemaCondition(status metav1.ConditionStatus, reason, message string) {
-	p.setCondition(routingv1alpha1.ConditionSchemaReady, status, reason, message)
 }
 
 // oldCondition is the condition as stored before this reconcile.

@@ -72,7 +72,7 @@ func (p *planner) holdForUnseen(required string, unseen []unseenPlace) {
 	reason := reasonOf(first.view.State)
 	msg := fmt.Sprintf("the migration to schema %s waits: %s, so what serves there cannot be seen, and a revision serving there might not run on %s; it starts once every shard's cluster answers",
 		required, describeUnseen(unseen), required)
-	p.schemaCondition(metav1.ConditionFalse, reason, msg)
+	p.decideSchema(metav1.ConditionFalse, reason, msg)
 	deadline := p.rsvc.Spec.Strategy.UnreachableDeadline()
 	if !p.now.Before(first.since.Add(deadline)) {
 		p.stall(reason, msg+fmt.Sprintf("; unreachable since %s, longer than unreachableDeadlineSeconds (%.0fs)", first.since.UTC().Format(time.RFC3339), deadline.Seconds()))
