@@ -12,6 +12,7 @@ import (
 
 	routingv1alpha1 "github.com/schemagate/schemagate/api/v1alpha1"
 	"github.com/schemagate/schemagate/pkg/rollout"
+	"github.com/schemagate/schemagate/pkg/schemarange"
 	"github.com/schemagate/schemagate/pkg/schemaversion"
 )
 
@@ -88,15 +89,14 @@ type Contract struct {
 	Done bool `json:"done,omitempty"`
 }
 
-// contains says whether v is inside r; an unreadable range contains nothing.
+// contains says whether v is inside r, by the planner's own rule (schemarange.Range.Contains: a
+// range with no min contains nothing, as does an unreadable one), so a plan never lets a version
+// pass that the manager would refuse.
 func (r RevisionRange) contains(v string) bool {
-	if r.Unreadable != "" || !schemaversion.Valid(v) {
+	if r.Unreadable != "" {
 		return false
 	}
-	if r.Min != "" && !schemaversion.AtLeast(v, r.Min) {
-		return false
-	}
-	return r.Max == "" || schemaversion.AtLeast(r.Max, v)
+	return schemarange.Range{Min: r.Min, Max: r.Max}.Contains(v)
 }
 
 // Text is "[min, max]", "[min, ∞)", with "assumed" or why it cannot be read.

@@ -134,7 +134,7 @@ func (p *planner) wasConfirmed() bool {
 		for _, rs := range set.all {
 			// A revision that also runs on the schema confirmed now served without the required
 			// version (binary-first): that is no sign of lost evidence.
-			if !p.untrusted[rs] && hasServed(rs) && schemaversion.AtLeast(RequiredSchema(rs), required) && !p.revisionRange(rs).contains(p.confirmedNow()) {
+			if !p.untrusted[rs] && hasServed(rs) && schemaversion.AtLeast(RequiredSchema(rs), required) && !p.revisionRange(rs).Contains(p.confirmedNow()) {
 				return true
 			}
 		}

@@ -69,12 +69,12 @@ func (p *planner) olderPods() string {
 			if current[rs.UID] {
 				continue
 			}
-			if n := max(replicasOf(rs), rs.Status.Replicas, p.terminating[rs.UID]); n > 0 {
+			if n := max(replicasOf(rs), rs.Status.Replicas, p.observed.TerminatingPods[rs.UID]); n > 0 {
 				return fmt.Sprintf("ReplicaSet %s (revision %s, shard %s) still has %d pods (terminating ones included)", rs.Name, rs.Labels[LabelRevision], shard, n)
 			}
 		}
 	}
-	for uid, n := range p.terminating {
+	for uid, n := range p.observed.TerminatingPods {
 		if n > 0 && !current[uid] {
 			return fmt.Sprintf("%d routing pods of an older ReplicaSet are still terminating", n)
 		}
@@ -196,7 +196,7 @@ func (p *planner) schemaJobRunning() string {
 // contractRangeOK reports whether rs's revision runs on version, by revisionRange (ranges.go),
 // the one place ranges come from.
 func (p *planner) contractRangeOK(rs *appsv1.ReplicaSet, version string) bool {
-	return p.revisionRange(rs).contains(version)
+	return p.revisionRange(rs).Contains(version)
 }
 
 // contractFloor is, for rollback safety, the highest version a contract of this RoutingService

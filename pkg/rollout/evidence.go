@@ -161,7 +161,7 @@ func (p *planner) readReport(oj *ownedJob, phase corev1.PodPhase) *reading {
 	r := &reading{oj: oj}
 	var pod *corev1.Pod
 	running := false
-	for _, candidate := range p.pods {
+	for _, candidate := range p.observed.Pods {
 		if candidate == nil || !metav1.IsControlledBy(candidate, oj.job) {
 			continue
 		}

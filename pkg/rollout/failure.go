@@ -51,13 +51,13 @@ func (p *planner) handleFailure() {
 			continue
 		}
 		target := p.lastServed(shard.Name, failed)
-		if target != nil && !p.revisionRange(target).contains(db) {
+		if target != nil && !p.revisionRange(target).Contains(db) {
 			// The revision that served it last cannot run on the database as it is now: the shard
 			// holds on the revision that works (rolling forward still works).
 			refused = append(refused, fmt.Sprintf("shard %s to revision %s (runs on %s)", shard.Name, revisionOf(target), p.revisionRange(target)))
 			continue
 		}
-		if next := outside(p.revisionRange(target), p.pendingSchemas()); target != nil && len(next) > 0 {
+		if next := p.database().Outside(p.revisionRange(target)); target != nil && len(next) > 0 {
 			// Nor on the schema a live migration or contract may bring it to any moment
 			// (nextschema.go).
 			refused = append(refused, fmt.Sprintf("shard %s to revision %s (runs on %s; %s)", shard.Name, revisionOf(target), p.revisionRange(target), next[0]))

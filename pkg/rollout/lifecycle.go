@@ -10,6 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	routingv1alpha1 "github.com/schemagate/schemagate/api/v1alpha1"
+	"github.com/schemagate/schemagate/pkg/schemarange"
 	"github.com/schemagate/schemagate/pkg/schemaversion"
 )
 
@@ -74,7 +75,7 @@ func nextSchemaPhase(e lifecycleEvidence) routingv1alpha1.SchemaPhase {
 // serves and the shards whose rollback would return to it.
 type incompatible struct {
 	revision   string
-	rng        schemaRange
+	rng        schemarange.Range
 	serves     []string
 	rollbackOf []string
 	newest     metav1.Time
@@ -262,7 +263,7 @@ func (p *planner) expandGate() bool {
 	set := p.servingSet(nil, p.failureTargets())
 	list, unseen := set.excluding(required), set.unseen
 	current := p.confirmedNow()
-	switch decideExpand(len(list), len(unseen), p.rsvc.Spec.Schema.AllowBreakingMigration, p.updateRange().contains(current)) {
+	switch decideExpand(len(list), len(unseen), p.rsvc.Spec.Schema.AllowBreakingMigration, p.updateRange().Contains(current)) {
 	case expandStart:
 		return true
 	case expandBreaking:
@@ -316,7 +317,7 @@ func (p *planner) databaseVersion() string {
 // condition, and DatabaseAhead when a serving revision does not run on the database's version.
 func (p *planner) lifecycle() {
 	st := &p.status.Schema
-	_, err := specRange(&p.rsvc.Spec.Schema)
+	_, err := schemarange.FromSpec(&p.rsvc.Spec.Schema)
 	phase := nextSchemaPhase(lifecycleEvidence{
 		invalid:       err != nil,
 		confirmed:     p.gateOpen || p.holding,
@@ -340,13 +341,13 @@ func (p *planner) lifecycle() {
 	st.Revisions = set.revisionSchemas(p.now)
 
 	db := p.databaseVersion()
-	pending := p.pendingSchemas()
+	database := p.database()
 	var unsafe []string
-	var next []pendingSchema
+	var next []schemarange.Pending
 	targets := set.targets()
 	for _, e := range targets {
-		out := outside(e.rng, pending)
-		if !e.rng.contains(db) || len(out) > 0 {
+		out := database.Outside(e.rng)
+		if !e.rng.Contains(db) || len(out) > 0 {
 			unsafe = append(unsafe, fmt.Sprintf("shard %s to revision %s (runs on %s)", e.shard, revisionOf(e.rs), e.rng))
 			next = append(next, out...)
 		}
@@ -374,8 +375,8 @@ func (p *planner) lifecycle() {
 	}
 	var ahead []string
 	for _, rs := range st.Revisions {
-		r := schemaRange{min: rs.Min, max: rs.Max}
-		if len(rs.Shards) > 0 && r.max != "" && !schemaversion.AtLeast(r.max, db) {
+		r := schemarange.Range{Min: rs.Min, Max: rs.Max}
+		if len(rs.Shards) > 0 && r.Max != "" && !schemaversion.AtLeast(r.Max, db) {
 			ahead = append(ahead, fmt.Sprintf("revision %s (runs on %s) serves %s", rs.Revision, r, strings.Join(rs.Shards, ", ")))
 		}
 	}

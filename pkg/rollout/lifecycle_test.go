@@ -9,6 +9,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	routingv1alpha1 "github.com/schemagate/schemagate/api/v1alpha1"
+	"github.com/schemagate/schemagate/pkg/schemarange"
 )
 
 // The schema lifecycle (issue 21): ranges, the expand gate, binary-first rollouts, rollback
@@ -47,18 +48,18 @@ func TestReplicaSetRangeAnnotationsOnlyNarrow(t *testing.T) {
 	for _, tc := range []struct {
 		name        string
 		annotations map[string]string
-		want        schemaRange
+		want        schemarange.Range
 	}{
-		{"made by an older schemagate", map[string]string{annotationSchemaVersion: "2"}, schemaRange{min: "2", assumed: true}},
-		{"declared", map[string]string{annotationSchemaVersion: "2", annotationSchemaMin: "1", annotationSchemaMax: "3"}, schemaRange{min: "2", max: "3"}},
-		{"min raised", map[string]string{annotationSchemaVersion: "2", annotationSchemaMin: "3"}, schemaRange{min: "3"}},
-		{"min below required is ignored", map[string]string{annotationSchemaVersion: "5", annotationSchemaMin: "0"}, schemaRange{min: "5"}},
-		{"max lowered", map[string]string{annotationSchemaVersion: "2", annotationSchemaMax: "2"}, schemaRange{min: "2", max: "2"}},
-		{"max below required runs on nothing", map[string]string{annotationSchemaVersion: "2", annotationSchemaMax: "1"}, schemaRange{min: "2", max: "1"}},
-		{"min not a version", map[string]string{annotationSchemaVersion: "2", annotationSchemaMin: "x", annotationSchemaMax: "9"}, schemaRange{min: "2", max: "2"}},
-		{"max not a version", map[string]string{annotationSchemaVersion: "2", annotationSchemaMax: "∞"}, schemaRange{min: "2", max: "2"}},
-		{"assumed flag kept", map[string]string{annotationSchemaVersion: "2", annotationSchemaMin: "2", annotationSchemaRangeAssumed: "true"}, schemaRange{min: "2", assumed: true}},
-		{"no required version", map[string]string{annotationSchemaMin: "1"}, schemaRange{}},
+		{"made by an older schemagate", map[string]string{annotationSchemaVersion: "2"}, schemarange.Range{Min: "2", Assumed: true}},
+		{"declared", map[string]string{annotationSchemaVersion: "2", annotationSchemaMin: "1", annotationSchemaMax: "3"}, schemarange.Range{Min: "2", Max: "3"}},
+		{"min raised", map[string]string{annotationSchemaVersion: "2", annotationSchemaMin: "3"}, schemarange.Range{Min: "3"}},
+		{"min below required is ignored", map[string]string{annotationSchemaVersion: "5", annotationSchemaMin: "0"}, schemarange.Range{Min: "5"}},
+		{"max lowered", map[string]string{annotationSchemaVersion: "2", annotationSchemaMax: "2"}, schemarange.Range{Min: "2", Max: "2"}},
+		{"max below required runs on nothing", map[string]string{annotationSchemaVersion: "2", annotationSchemaMax: "1"}, schemarange.Range{Min: "2", Max: "1"}},
+		{"min not a version", map[string]string{annotationSchemaVersion: "2", annotationSchemaMin: "x", annotationSchemaMax: "9"}, schemarange.Range{Min: "2", Max: "2"}},
+		{"max not a version", map[string]string{annotationSchemaVersion: "2", annotationSchemaMax: "∞"}, schemarange.Range{Min: "2", Max: "2"}},
+		{"assumed flag kept", map[string]string{annotationSchemaVersion: "2", annotationSchemaMin: "2", annotationSchemaRangeAssumed: "true"}, schemarange.Range{Min: "2", Assumed: true}},
+		{"no required version", map[string]string{annotationSchemaMin: "1"}, schemarange.Range{}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if got := rangeOfReplicaSet(rsWith(tc.annotations)); got != tc.want {
@@ -66,7 +67,7 @@ func TestReplicaSetRangeAnnotationsOnlyNarrow(t *testing.T) {
 			}
 		})
 	}
-	if (schemaRange{}).contains("1") || (schemaRange{min: "2", max: "1"}).contains("2") {
+	if (schemarange.Range{}).Contains("1") || (schemarange.Range{Min: "2", Max: "1"}).Contains("2") {
 		t.Fatal("an unknown or empty range must contain nothing")
 	}
 }
@@ -78,21 +79,21 @@ func TestSpecRangeDefaultsAndRefusals(t *testing.T) {
 	for _, tc := range []struct {
 		name string
 		s    *routingv1alpha1.SchemaSpec
-		want schemaRange
+		want schemarange.Range
 		err  bool
 	}{
-		{"unset: lenient and assumed", spec("2", nil), schemaRange{min: "2", assumed: true}, false},
-		{"min defaults to version", spec("2", compat("", "3")), schemaRange{min: "2", max: "3"}, false},
-		{"declared", spec("2", compat("1", "2")), schemaRange{min: "1", max: "2"}, false},
-		{"numbers, not strings", spec("10", compat("9", "10")), schemaRange{min: "9", max: "10"}, false},
-		{"min above version", spec("2", compat("3", "")), schemaRange{}, true},
-		{"max below version", spec("10", compat("", "9")), schemaRange{}, true},
-		{"not a version", spec("2", compat("1.x", "")), schemaRange{}, true},
+		{"unset: lenient and assumed", spec("2", nil), schemarange.Range{Min: "2", Assumed: true}, false},
+		{"min defaults to version", spec("2", compat("", "3")), schemarange.Range{Min: "2", Max: "3"}, false},
+		{"declared", spec("2", compat("1", "2")), schemarange.Range{Min: "1", Max: "2"}, false},
+		{"numbers, not strings", spec("10", compat("9", "10")), schemarange.Range{Min: "9", Max: "10"}, false},
+		{"min above version", spec("2", compat("3", "")), schemarange.Range{}, true},
+		{"max below version", spec("10", compat("", "9")), schemarange.Range{}, true},
+		{"not a version", spec("2", compat("1.x", "")), schemarange.Range{}, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got, err := specRange(tc.s)
+			got, err := schemarange.FromSpec(tc.s)
 			if (err != nil) != tc.err || got != tc.want {
-				t.Fatalf("specRange = %+v, %v; want %+v, error %v", got, err, tc.want, tc.err)
+				t.Fatalf("FromSpec = %+v, %v; want %+v, error %v", got, err, tc.want, tc.err)
 			}
 		})
 	}

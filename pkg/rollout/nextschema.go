@@ -7,6 +7,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	routingv1alpha1 "github.com/schemagate/schemagate/api/v1alpha1"
+	"github.com/schemagate/schemagate/pkg/schemarange"
 	"github.com/schemagate/schemagate/pkg/schemaversion"
 )
 
@@ -19,23 +20,14 @@ import (
 // the evidence decides (the revert is refused if it confirmed its version, and rolls if it ended
 // without effect).
 
-// pendingSchema is a version a live migration or contract Job may bring the database to.
-type pendingSchema struct {
-	version, job, kind string
-}
-
-func (s pendingSchema) String() string {
-	return fmt.Sprintf("%s Job %s may bring the database to schema %s", s.kind, s.job, s.version)
-}
-
 // pendingSchemas are the versions above the confirmed one that the migration and contract Jobs
 // counting as evidence (ownedJobs) may bring the database to, lowest attempt first: a live Job
 // (live), and a queued one that never started (suspended by a queue such as Kueue, which may
 // admit it at any moment). A Job that started and was suspended since (by schemagate, past its
 // deadline) is not pending. A version at or below the confirmed one moves nothing up.
-func (p *planner) pendingSchemas() []pendingSchema {
+func (p *planner) pendingSchemas() []schemarange.Pending {
 	confirmed := p.confirmedNow()
-	var out []pendingSchema
+	var out []schemarange.Pending
 	for _, jobs := range [][]ownedJob{p.jobs, p.contracts} {
 		for i := range jobs {
 			oj := &jobs[i]
@@ -45,39 +37,27 @@ func (p *planner) pendingSchemas() []pendingSchema {
 			if confirmed != "" && schemaversion.AtLeast(confirmed, oj.version) {
 				continue
 			}
-			out = append(out, pendingSchema{version: oj.version, job: oj.job.Name, kind: oj.kind()})
+			out = append(out, schemarange.Pending{Version: oj.version, Job: oj.job.Name, Kind: oj.kind()})
 		}
 	}
 	return out
 }
 
-// outside lists the pending versions r does not contain.
-func outside(r schemaRange, pending []pendingSchema) []pendingSchema {
-	var out []pendingSchema
-	for _, s := range pending {
-		if !r.contains(s.version) {
-			out = append(out, s)
-		}
-	}
-	return out
+// database is what the database may be at, now and next (pkg/schemarange): the confirmed version,
+// the versions live Jobs may bring it to and the contract floor.
+func (p *planner) database() schemarange.Database {
+	return schemarange.Database{Confirmed: p.confirmedNow(), Pending: p.pendingSchemas(), Floor: p.contractFloor()}
 }
 
-// mayRunOn reports whether a revision that runs on r may have pods now: r contains the confirmed
-// version and every version a live migration or contract may bring the database to (I1).
-func (p *planner) mayRunOn(r schemaRange) bool {
-	if floor := p.contractFloor(); floor != "" && !r.contains(floor) && schemaversion.AtLeast(floor, p.confirmedNow()) {
-		// A contract ran (or runs) to a version above what the evidence still says (its Job is
-		// gone): the database is there, whatever the older report says (contracted.go).
-		return false
-	}
-	return r.contains(p.confirmedNow()) && len(outside(r, p.pendingSchemas())) == 0
-}
+// mayRunOn reports whether a revision that runs on r may have pods now (I1): the database's
+// answer (schemarange.Database.MayRun).
+func (p *planner) mayRunOn(r schemarange.Range) bool { return p.database().MayRun(r) }
 
 // waitForPending closes the gate of an update revision whose confirmed schema it runs on while a
 // live migration or contract may bring the database outside its range: SchemaReady False,
 // WaitingForMigration, naming the Job, the version and the range. What serves keeps serving; the
 // Job's watch event wakes the next reconcile when it ends.
-func (p *planner) waitForPending(list []pendingSchema) {
+func (p *planner) waitForPending(list []schemarange.Pending) {
 	parts := make([]string, 0, len(list))
 	for _, s := range list {
 		parts = append(parts, s.String())

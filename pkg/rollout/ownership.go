@@ -38,7 +38,7 @@ func Holder(obj metav1.Object) string {
 // taken returns who holds name when an object of kind with that name exists that this
 // RoutingService does not control (or controls but cannot use as evidence), else "".
 func (p *planner) taken(kind, name string) string {
-	for _, c := range p.conflicts {
+	for _, c := range p.observed.Conflicts {
 		if c.Kind == kind && c.Name == name {
 			return c.Holder
 		}

@@ -5,10 +5,7 @@ import (
 	"sort"
 	"time"
 
-	"k8s.io/apimachinery/pkg/types"
-
 	appsv1 "k8s.io/api/apps/v1"
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	routingv1alpha1 "github.com/schemagate/schemagate/api/v1alpha1"
@@ -88,8 +85,21 @@ func Compute(o Observed) Plan {
 	return p.plan
 }
 
-// planner holds one computation. Its fields are derived from Observed once, up front.
+// planner holds one computation. It is made of the view (built once, read-only after newPlanner)
+// and the state each concern decides in this reconcile; each part is a struct of its own, so a
+// reader sees which fields a stage may write.
 type planner struct {
+	observedView
+	controlState
+	schemaState
+	stepState
+	result
+}
+
+// observedView is what this reconcile observed, with trust decided: built by newPlanner and the
+// builders it calls (view.go, history.go, clusters.go, controls.go), and read-only after it
+// returns (TestViewIsReadOnly).
+type observedView struct {
 	rsvc     *routingv1alpha1.RoutingService
 	observed Observed
 	now      time.Time
@@ -102,16 +112,21 @@ type planner struct {
 	checks []ownedJob
 	// contracts are the contract Jobs (spec.schema.contract) that count as evidence (contract.go).
 	contracts []ownedJob
-	// contractPhase is the lifecycle phase the contract decided in this reconcile (contract.go);
-	// lifecycle() sets status.schema.phase from it.
-	contractPhase routingv1alpha1.SchemaPhase
-	// approval is a new schemagate.io/approve-contract value, not yet used; approveHandled is the
-	// value handled last (recorded on the ReplicaSets only: controls.go).
-	approval, approveHandled string
-	// readings are what the finished migration and check Jobs say about the database, oldest
-	// first (evidence.go).
-	readings  []*reading
-	conflicts []Conflict
+	// frozen are the shards whose cluster is not Reachable, with what is known of it
+	// (clusters.go): no action touches them and they are never counted as promoted.
+	frozen map[string]ClusterView
+	// shifted is, by shard, how far this reconcile moved its stepStartTime and progressStartTime
+	// forward for a cluster that was away (clusters.go): the pod-health gate still counts the
+	// restarts of that time (podhealth.go).
+	shifted map[string]time.Duration
+	// handledRecords are, per record annotation, the control values the ReplicaSets record as
+	// handled, oldest first (controls.go).
+	handledRecords map[string][]string
+	trust
+}
+
+// trust is which ReplicaSets and records the view believes (view.go, history.go).
+type trust struct {
 	// mismatch[shard] explains why the ReplicaSet named for the update revision in shard is not
 	// that revision: it runs another template (S-22), or its name is held by another object (S-21).
 	mismatch map[string]string
@@ -124,25 +139,29 @@ type planner struct {
 	// records that verify (history.go).
 	records         map[string]*routingv1alpha1.RoutingServiceSpec
 	verifiedRecords map[*appsv1.ControllerRevision]bool
-	// stepped records the shards whose ReplicaSets a rolling step or a rollback already acted on in
-	// this reconcile; resize leaves them alone.
-	stepped map[string]bool
-	// frozen are the shards whose cluster is not Reachable, with what is known of it
-	// (clusters.go): no action touches them and they are never counted as promoted.
-	frozen map[string]ClusterView
-	// podActions are the SetPodCheck actions of the check at PodReady, applied after every other
-	// action of the plan (a pod gone since it was read must not hold a rolling step).
-	podActions []Action
-	// shifted is, by shard, how far this reconcile moved its stepStartTime and progressStartTime
-	// forward for a cluster that was away (clusters.go): the pod-health gate still counts the
-	// restarts of that time (podhealth.go).
-	shifted map[string]time.Duration
-	// terminating is Observed.TerminatingPods.
-	terminating map[types.UID]int32
+}
 
-	status *routingv1alpha1.RoutingServiceStatus
-	plan   Plan
+// controlState is the controls (annotations) read and handled in this reconcile (controls.go).
+type controlState struct {
+	// approval is a new schemagate.io/approve-contract value, not yet used; approveHandled is the
+	// value handled last (recorded on the ReplicaSets only: controls.go).
+	approval, approveHandled string
+	// retry and promoteToken are new control annotation values to act on in this reconcile; they
+	// are set to "" once used.
+	retry, promoteToken string
+	// retryWaiting: a retry waits (for the previous attempt's pods to stop, or for spec.paused to
+	// be false); it is not yet handled.
+	retryWaiting bool
+	// abortedNow: an abort was handled in this reconcile; a retry read with it does not undo it.
+	abortedNow bool
+}
 
+// schemaState is what the schema gate and the contract decided in this reconcile (schema.go,
+// lifecycle.go, contract.go).
+type schemaState struct {
+	// readings are what the finished migration and check Jobs say about the database, oldest
+	// first (evidence.go).
+	readings []*reading
 	gateOpen bool
 	// binaryFirst: the migration to spec.schema.version waits for the shards to roll, since the
 	// update revision runs on the database's current version and a revision that serves (or a
@@ -156,25 +175,34 @@ type planner struct {
 	// awaitingCheck: with check.afterMigration, the migration's report confirms this version but
 	// the check has not yet; nothing needing it or more may run meanwhile.
 	awaitingCheck string
+	// contractPhase is the lifecycle phase the contract decided in this reconcile (contract.go);
+	// lifecycle() sets status.schema.phase from it.
+	contractPhase routingv1alpha1.SchemaPhase
+}
+
+// stepState is what the shard steps and their checks did in this reconcile (promote.go,
+// rollstep.go, shardchecks.go, podcheck.go).
+type stepState struct {
+	// stepped records the shards whose ReplicaSets a rolling step or a rollback already acted on in
+	// this reconcile; resize leaves them alone.
+	stepped map[string]bool
 	// promotedNow: a shard became Promoted in this reconcile.
 	promotedNow bool
-	pods        []*corev1.Pod
-	// retry and promote are new control annotation values to act on in this reconcile; they are
-	// set to "" once used.
-	retry, promoteToken string
 	// inconclusive says which check holds a shard as inconclusive, if one does (issue 11), and
 	// since when; checkConflict, which check's Job name is held by another object.
 	inconclusive      string
 	inconclusiveSince time.Time
 	checkConflict     string
-	// retryWaiting: a retry waits (for the previous attempt's pods to stop, or for spec.paused to
-	// be false); it is not yet handled.
-	retryWaiting bool
-	// abortedNow: an abort was handled in this reconcile; a retry read with it does not undo it.
-	abortedNow bool
-	// handledRecords are, per record annotation, the control values the ReplicaSets record as
-	// handled, oldest first (controls.go).
-	handledRecords                  map[string][]string
+	// podActions are the SetPodCheck actions of the check at PodReady, applied after every other
+	// action of the plan (a pod gone since it was read must not hold a rolling step).
+	podActions []Action
+}
+
+// result is the plan being built: its actions and Events, the status, and what the conditions
+// are to say (conditions.go, status.go).
+type result struct {
+	status                          *routingv1alpha1.RoutingServiceStatus
+	plan                            Plan
 	activityReason, activityMessage string
 	stallReason, stallMessage       string
 	// verdicts are what SchemaReady and ContractReady are to say (conditions.go).
@@ -189,19 +217,21 @@ type shardSet struct {
 func newPlanner(o Observed) *planner {
 	rsvc := o.RoutingService
 	p := &planner{
-		rsvc:            rsvc,
-		observed:        o,
-		now:             plannerClock(&rsvc.Status, o.Now),
-		update:          Revision(&rsvc.Spec),
-		shards:          map[string]*shardSet{},
-		conflicts:       o.Conflicts,
-		mismatch:        map[string]string{},
-		mismatchReason:  map[string]string{},
-		stepped:         map[string]bool{},
-		terminating:     o.TerminatingPods,
-		untrusted:       map[*appsv1.ReplicaSet]bool{},
-		verifiedRecords: map[*appsv1.ControllerRevision]bool{},
-		status:          rsvc.Status.DeepCopy(),
+		observedView: observedView{
+			rsvc:     rsvc,
+			observed: o,
+			now:      plannerClock(&rsvc.Status, o.Now),
+			update:   Revision(&rsvc.Spec),
+			shards:   map[string]*shardSet{},
+			trust: trust{
+				mismatch:        map[string]string{},
+				mismatchReason:  map[string]string{},
+				untrusted:       map[*appsv1.ReplicaSet]bool{},
+				verifiedRecords: map[*appsv1.ControllerRevision]bool{},
+			},
+		},
+		stepState: stepState{stepped: map[string]bool{}},
+		result:    result{status: rsvc.Status.DeepCopy()},
 	}
 	p.readRecords()
 	for _, rs := range o.ReplicaSets {
@@ -241,7 +271,6 @@ func newPlanner(o Observed) *planner {
 	p.jobs = ownedJobs(rsvc, o.Jobs, ComponentMigration)
 	p.checks = ownedJobs(rsvc, o.Jobs, ComponentCheck)
 	p.contracts = ownedJobs(rsvc, o.Jobs, ComponentContract)
-	p.pods = o.Pods
 
 	p.sanitizeStatus()
 	p.readClusters()

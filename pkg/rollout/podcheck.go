@@ -65,7 +65,7 @@ func (p *planner) podChecks() {
 			}
 		}
 	}
-	pods := slices.Clone(p.pods)
+	pods := slices.Clone(p.observed.Pods)
 	slices.SortFunc(pods, func(a, b *corev1.Pod) int {
 		if a == nil || b == nil {
 			return cmp.Compare(btoi(a == nil), btoi(b == nil))

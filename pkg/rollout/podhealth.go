@@ -48,7 +48,7 @@ func (p *planner) podHealth(shard string, since time.Time) (failed *podTrouble, 
 		return nil, time.Time{}
 	}
 	limit := p.rsvc.Spec.Strategy.MaxRestartsOrDefault()
-	for _, pod := range p.pods {
+	for _, pod := range p.observed.Pods {
 		if pod == nil || !metav1.IsControlledBy(pod, rs) {
 			continue
 		}

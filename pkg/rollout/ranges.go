@@ -1,11 +1,10 @@
 package rollout
 
 import (
-	"fmt"
-
 	appsv1 "k8s.io/api/apps/v1"
 
 	routingv1alpha1 "github.com/schemagate/schemagate/api/v1alpha1"
+	"github.com/schemagate/schemagate/pkg/schemarange"
 	"github.com/schemagate/schemagate/pkg/schemaversion"
 )
 
@@ -22,74 +21,18 @@ const (
 	annotationSchemaRangeAssumed = "schemagate.io/schema-range-assumed"
 )
 
-// schemaRange is the range of database schema versions a revision runs on, both ends included.
-// min "" means the range is unknown and contains nothing; max "" means no newest version.
-type schemaRange struct {
-	min, max string
-	// assumed: the revision declared no range; it is taken to run on min and every newer schema.
-	assumed bool
-}
-
-// contains reports whether the database may be at version v for this range's binary. An unknown
-// range, or an unknown v, contains nothing.
-func (r schemaRange) contains(v string) bool {
-	if r.min == "" || !schemaversion.Valid(v) || !schemaversion.AtLeast(v, r.min) {
-		return false
-	}
-	return r.max == "" || schemaversion.AtLeast(r.max, v)
-}
-
-// String is the range for a message: "[1, 2]", "[2, no newest)", with " (assumed)" when it was not
-// declared.
-func (r schemaRange) String() string {
-	s := fmt.Sprintf("[%s, %s]", orNone(r.min), r.max)
-	if r.max == "" {
-		s = fmt.Sprintf("[%s, no newest)", orNone(r.min))
-	}
-	if r.assumed {
-		s += " (assumed)"
-	}
-	return s
-}
-
-// specRange is the range the spec declares for its revision (spec.schema.compatibility): min
-// defaults to version, an empty max is no newest; unset, it is [version, no newest) and assumed.
-// It returns an error when the declared range is not a range of versions or does not contain
-// version (the CRD refuses most such specs; the manager refuses the rest).
-func specRange(s *routingv1alpha1.SchemaSpec) (schemaRange, error) {
-	r := schemaRange{min: s.Version, assumed: s.Compatibility == nil}
-	if c := s.Compatibility; c != nil {
-		if c.Min != "" {
-			r.min = c.Min
-		}
-		r.max = c.Max
-	}
-	for _, v := range []string{r.min, r.max} {
-		if v != "" && !schemaversion.Valid(v) {
-			return schemaRange{}, fmt.Errorf("spec.schema.compatibility: %q is not a dotted numeric version", v)
-		}
-	}
-	if !schemaversion.Valid(s.Version) {
-		return schemaRange{}, fmt.Errorf("spec.schema.version %q is not a dotted numeric version", s.Version)
-	}
-	if !r.contains(s.Version) {
-		return schemaRange{}, fmt.Errorf("spec.schema.compatibility %s does not contain spec.schema.version %s", r, s.Version)
-	}
-	return r, nil
-}
-
 // rangeAnnotations are the annotations NewReplicaSet records the spec's range with. A spec whose
 // range is invalid records the narrowest range that is certainly true: its own version alone.
 func rangeAnnotations(s *routingv1alpha1.SchemaSpec) map[string]string {
-	r, err := specRange(s)
+	r, err := schemarange.FromSpec(s)
 	if err != nil {
-		r = schemaRange{min: s.Version, max: s.Version}
+		r = schemarange.Range{Min: s.Version, Max: s.Version}
 	}
-	out := map[string]string{annotationSchemaMin: r.min}
-	if r.max != "" {
-		out[annotationSchemaMax] = r.max
+	out := map[string]string{annotationSchemaMin: r.Min}
+	if r.Max != "" {
+		out[annotationSchemaMax] = r.Max
 	}
-	if r.assumed {
+	if r.Assumed {
 		out[annotationSchemaRangeAssumed] = "true"
 	}
 	return out
@@ -112,37 +55,37 @@ func RecordedRange(rs *appsv1.ReplicaSet) (min, max string) {
 // a ReplicaSet without range annotations gets exactly that, assumed. A min below the required
 // version is raised to it; a min or max that is not a version narrows the range to the required
 // version alone. A ReplicaSet without a required version runs on nothing (min "").
-func rangeOfReplicaSet(rs *appsv1.ReplicaSet) schemaRange {
+func rangeOfReplicaSet(rs *appsv1.ReplicaSet) schemarange.Range {
 	need := RequiredSchema(rs)
 	if !validVersion(need) {
-		return schemaRange{}
+		return schemarange.Range{}
 	}
 	a := rs.Annotations
 	_, hasMin := a[annotationSchemaMin]
 	_, hasMax := a[annotationSchemaMax]
-	r := schemaRange{min: need, assumed: !hasMin && !hasMax || a[annotationSchemaRangeAssumed] == "true"}
+	r := schemarange.Range{Min: need, Assumed: !hasMin && !hasMax || a[annotationSchemaRangeAssumed] == "true"}
 	return narrow(r, a)
 }
 
 // narrow narrows r by a ReplicaSet's range annotations: a higher min raises it, a lower max lowers
 // it, a value that is not a version leaves only r's min.
-func narrow(r schemaRange, a map[string]string) schemaRange {
+func narrow(r schemarange.Range, a map[string]string) schemarange.Range {
 	lo, hasMin := a[annotationSchemaMin]
 	hi, hasMax := a[annotationSchemaMax]
-	need := r.min
+	need := r.Min
 	if hasMin {
 		switch {
 		case !validVersion(lo):
-			r.max = need
+			r.Max = need
 		case schemaversion.AtLeast(lo, need):
-			r.min = lo
+			r.Min = lo
 		}
 	}
 	if hasMax {
 		if !validVersion(hi) {
-			r.max = need
-		} else if r.max == "" || schemaversion.AtLeast(r.max, hi) {
-			r.max = hi
+			r.Max = need
+		} else if r.Max == "" || schemaversion.AtLeast(r.Max, hi) {
+			r.Max = hi
 		}
 	}
 	return r
@@ -153,12 +96,12 @@ func narrow(r schemaRange, a map[string]string) schemaRange {
 // trusted; its range is part of the revision), narrowed by its annotations; any other runs on
 // what its annotations say, never wider than [RequiredSchema(rs), no newest) (rangeOfReplicaSet),
 // so that a hand edit cannot let an old revision run on a schema older than it requires.
-func (p *planner) revisionRange(rs *appsv1.ReplicaSet) schemaRange {
+func (p *planner) revisionRange(rs *appsv1.ReplicaSet) schemarange.Range {
 	if rs == nil {
-		return schemaRange{}
+		return schemarange.Range{}
 	}
 	if p.set(rs.Labels[LabelShard]).byRev[p.update] == rs && !p.untrusted[rs] {
-		if r := p.updateRange(); r.min != "" {
+		if r := p.updateRange(); r.Min != "" {
 			return narrow(r, rs.Annotations)
 		}
 	}
@@ -173,27 +116,27 @@ func (p *planner) revisionRange(rs *appsv1.ReplicaSet) schemaRange {
 // the record nor of rs can change it), when one exists and requires what rs requires. It is what
 // keeps an old revision's declared newest schema, and a min below its version (a binary-first
 // revision), after the spec moved on and whatever happened to rs's annotations.
-func (p *planner) recordedRevisionRange(rs *appsv1.ReplicaSet) (schemaRange, bool) {
+func (p *planner) recordedRevisionRange(rs *appsv1.ReplicaSet) (schemarange.Range, bool) {
 	if p.untrusted[rs] {
-		return schemaRange{}, false
+		return schemarange.Range{}, false
 	}
 	spec := p.revisionRecord(revisionOf(rs))
 	if spec == nil || !schemaversion.Equal(spec.Schema.Version, RequiredSchema(rs)) {
-		return schemaRange{}, false
+		return schemarange.Range{}, false
 	}
-	r, err := specRange(&spec.Schema)
+	r, err := schemarange.FromSpec(&spec.Schema)
 	if err != nil {
-		return schemaRange{}, false
+		return schemarange.Range{}, false
 	}
 	return r, true
 }
 
 // updateRange is the range of the update revision, from the spec; an invalid declared range is
 // the empty range (the manager refuses it with InvalidSchemaRange).
-func (p *planner) updateRange() schemaRange {
-	r, err := specRange(&p.rsvc.Spec.Schema)
+func (p *planner) updateRange() schemarange.Range {
+	r, err := schemarange.FromSpec(&p.rsvc.Spec.Schema)
 	if err != nil {
-		return schemaRange{}
+		return schemarange.Range{}
 	}
 	return r
 }
@@ -207,11 +150,11 @@ func validVersion(v string) bool { return len(v) <= 63 && schemaversion.Valid(v)
 // ReplicaSet of another name is taken as the update revision only then: a spec that declares or
 // changes a range is a new revision whose ReplicaSets record it, never an older one's.
 func (p *planner) recordsUpdateRange(rs *appsv1.ReplicaSet) bool {
-	want, err := specRange(&p.rsvc.Spec.Schema)
+	want, err := schemarange.FromSpec(&p.rsvc.Spec.Schema)
 	if err != nil {
 		return false
 	}
 	lo, hi := RecordedRange(rs)
-	sameMax := hi == want.max || schemaversion.Equal(hi, want.max)
-	return schemaversion.Equal(lo, want.min) && sameMax
+	sameMax := hi == want.Max || schemaversion.Equal(hi, want.Max)
+	return schemaversion.Equal(lo, want.Min) && sameMax
 }

@@ -135,5 +135,5 @@ func (p *planner) provenCounts(rs *appsv1.ReplicaSet) Counts {
 // revision runs on.
 func (p *planner) databaseAheadOf(rs *appsv1.ReplicaSet) bool {
 	r, db := p.revisionRange(rs), p.confirmedNow()
-	return r.max != "" && db != "" && !schemaversion.AtLeast(r.max, db)
+	return r.Max != "" && db != "" && !schemaversion.AtLeast(r.Max, db)
 }

@@ -162,7 +162,7 @@ func stopSince(j *batchv1.Job) time.Time {
 // Succeeded or Failed) and belongs to no migration Job it controls: its Job was deleted while the
 // pod lives on (orphaned, or still terminating).
 func (p *planner) strayMigrationPod() *corev1.Pod {
-	for _, pod := range p.pods {
+	for _, pod := range p.observed.Pods {
 		if pod == nil || pod.Labels[LabelName] != p.rsvc.Name || pod.Labels[LabelComponent] != ComponentMigration ||
 			pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed {
 			continue

@@ -8,6 +8,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	routingv1alpha1 "github.com/schemagate/schemagate/api/v1alpha1"
+	"github.com/schemagate/schemagate/pkg/schemarange"
 )
 
 // The serving set: the planner's one answer to "which revisions may serve requests, where, and on
@@ -21,7 +22,7 @@ import (
 type servingEntry struct {
 	shard string
 	rs    *appsv1.ReplicaSet
-	rng   schemaRange
+	rng   schemarange.Range
 	// target: a rollback of shard returns to rs; otherwise rs serves shard.
 	target bool
 }
@@ -72,7 +73,7 @@ func (s servingSet) excluding(version string) []incompatible {
 	byRev := map[string]*incompatible{}
 	var order []string
 	for _, e := range s.entries {
-		if e.rng.contains(version) {
+		if e.rng.Contains(version) {
 			continue
 		}
 		rev := revisionOf(e.rs)
@@ -114,7 +115,7 @@ func (s servingSet) revisionSchemas(now time.Time) []routingv1alpha1.RevisionSch
 		rev := revisionOf(se.rs)
 		e := byRev[rev]
 		if e == nil {
-			e = &entry{rs: routingv1alpha1.RevisionSchema{Revision: rev, Min: se.rng.min, Max: se.rng.max, Assumed: se.rng.assumed}}
+			e = &entry{rs: routingv1alpha1.RevisionSchema{Revision: rev, Min: se.rng.Min, Max: se.rng.Max, Assumed: se.rng.Assumed}}
 			byRev[rev] = e
 			order = append(order, rev)
 		}

@@ -42,7 +42,7 @@ func settled(rs *appsv1.ReplicaSet, terminating int32) bool {
 // (from replicasOf(rs) to want[i]) and that is not settled, or nil when there is none.
 func (p *planner) unsettledChange(rss []*appsv1.ReplicaSet, want []int32) *appsv1.ReplicaSet {
 	for i, rs := range rss {
-		if want[i] != replicasOf(rs) && !settled(rs, p.terminating[rs.UID]) {
+		if want[i] != replicasOf(rs) && !settled(rs, p.observed.TerminatingPods[rs.UID]) {
 			return rs
 		}
 	}

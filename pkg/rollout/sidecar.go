@@ -51,7 +51,7 @@ func (p *planner) readEarly(oj *ownedJob, jobSuccess bool) *reading {
 	}
 	var pod *corev1.Pod
 	var term *corev1.ContainerStateTerminated
-	for _, candidate := range p.pods {
+	for _, candidate := range p.observed.Pods {
 		if candidate == nil || !metav1.IsControlledBy(candidate, oj.job) || (pod != nil && !pod.CreationTimestamp.Before(&candidate.CreationTimestamp)) {
 			continue
 		}

@@ -1,7 +1,6 @@
 package integration
 
 import (
-	"context"
 	"fmt"
 	"slices"
 	"testing"
@@ -23,7 +22,6 @@ import (
 // afterwards, nothing runs again.
 func TestStoryContractWaitsForTheWindowThenRunsOnce(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
 	ns := steadyV1(t)
 	kit.Update(t, ns, func(r *routingv1alpha1.RoutingService) {
 		story.ToV2("app:v2", "migrate:ok")(r)
@@ -56,10 +54,7 @@ func TestStoryContractWaitsForTheWindowThenRunsOnce(t *testing.T) {
 	eligible := rsvc.Status.Schema.Contract.EligibleTime.Time
 
 	// A lost status inside the window.
-	rsvc.Status = routingv1alpha1.RoutingServiceStatus{}
-	if err := k8s.Status().Update(ctx, rsvc); err != nil {
-		t.Fatal(err)
-	}
+	loseStatus(t, ns)
 	kit.Update(t, ns, func(r *routingv1alpha1.RoutingService) {
 		r.Annotations = map[string]string{"example.com/restored": "yes"}
 	})
@@ -87,10 +82,7 @@ func TestStoryContractWaitsForTheWindowThenRunsOnce(t *testing.T) {
 	}
 
 	// Lost again after the contract: it does not run again, and the status comes back.
-	rsvc.Status = routingv1alpha1.RoutingServiceStatus{}
-	if err := k8s.Status().Update(ctx, rsvc); err != nil {
-		t.Fatal(err)
-	}
+	loseStatus(t, ns)
 	kit.Update(t, ns, func(r *routingv1alpha1.RoutingService) { r.Annotations["example.com/restored"] = "again" })
 	story.Eventually(t, 30*time.Second, "complete again", kit.HasCondition(t, ns, routingv1alpha1.ConditionContractReady, metav1.ConditionTrue, routingv1alpha1.ReasonContractComplete))
 	story.Consistently(t, 3*time.Second, "one contract Job", func() error {

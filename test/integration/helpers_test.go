@@ -9,6 +9,7 @@ import (
 	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	routingv1alpha1 "github.com/schemagate/schemagate/api/v1alpha1"
 	"github.com/schemagate/schemagate/pkg/rollout"
 	"github.com/schemagate/schemagate/test/story"
 )
@@ -48,3 +49,20 @@ func finishAttempt(t *testing.T, ns, version string, attempt int32, success bool
 }
 
 func kitKey(ns string) client.ObjectKey { return client.ObjectKey{Namespace: ns, Name: "rs-a"} }
+
+// loseStatus empties rs-a's status, as a lost status or a restore without it would: on a fresh
+// read, again when the manager wrote in between (a conflict under load).
+func loseStatus(t *testing.T, ns string) {
+	t.Helper()
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		r := &routingv1alpha1.RoutingService{}
+		if err := k8s.Get(context.Background(), kitKey(ns), r); err != nil {
+			return err
+		}
+		r.Status = routingv1alpha1.RoutingServiceStatus{}
+		return k8s.Status().Update(context.Background(), r)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
