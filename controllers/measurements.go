@@ -1,7 +1,9 @@
 package controllers
 
 import (
+	"cmp"
 	"context"
+	"slices"
 	"sync"
 	"time"
 
@@ -25,8 +27,8 @@ const (
 // pendingMeasurements takes the measurements the planner asks for outside the reconcile: a
 // reconcile never waits on a network call, so an endpoint that never answers holds no worker
 // and slows no other RoutingService (each measurement still ends within its check's
-// timeoutSeconds). take starts a requested measurement in the background and returns the ones
-// that have finished; when one finishes, the RoutingService is reconciled again (Events), and
+// timeoutSeconds). start starts a requested measurement in the background, and finished returns
+// the ones that have finished to the next reconcile's observation; when one finishes, the RoutingService is reconciled again (Events), and
 // that reconcile's plan records it.
 //
 // A finished measurement is kept until a reconcile returns it (at most its check's interval and
@@ -49,14 +51,16 @@ type pendingMeasurements struct {
 }
 
 type keptMeasurement struct {
-	// done is false while the measurement is in flight; delivered, once take returned it.
+	// done is false while the measurement is in flight; delivered, once finished returned it.
 	done, delivered bool
 	taken           rollout.TakenMeasurement
 	expires         time.Time
-	// recorded is the count status showed for the check when take first returned it: a higher
+	// recorded is the count status showed for the check when finished first returned it: a higher
 	// count means a status write that held it succeeded (every reconcile returns every delivered,
 	// unrecorded measurement, so the write that raised the count held this one too).
 	recorded int32
+	// interval is the check's interval: a delivered measurement expires that long after.
+	interval time.Duration
 }
 
 // undeliveredGrace is how long a finished measurement waits, past its check's interval, for the
@@ -84,10 +88,43 @@ func (p *pendingMeasurements) init() {
 	}
 }
 
-// take returns the finished, unrecorded measurements among reqs, and starts the others with m,
-// which reads the Secrets checks name with secrets; it never blocks on a measurement. now is the
-// planner's clock; a kept measurement expires an interval after it finished.
-func (p *pendingMeasurements) take(m *measure.Taker, secrets measure.Secrets, rsvc *routingv1alpha1.RoutingService, reqs []rollout.MeasurementRequest, now time.Time) []rollout.TakenMeasurement {
+// finished returns the finished, unrecorded measurements of rsvc, by key: what the reconcile
+// observes, so that the one plan it computes records them. A measurement is delivered the first
+// time it is returned (expiring an interval later) and returned again while the status shows the
+// count it was delivered at; an expired or recorded one is dropped. now is the reconciler's clock.
+func (p *pendingMeasurements) finished(rsvc *routingv1alpha1.RoutingService, now time.Time) []rollout.TakenMeasurement {
+	name := types.NamespacedName{Namespace: rsvc.Namespace, Name: rsvc.Name}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.init()
+	var out []rollout.TakenMeasurement
+	for key, k := range p.kept[name] {
+		switch {
+		case !k.done:
+		case !now.Before(k.expires) || (k.delivered && k.recorded != recordedCount(rsvc, key)):
+			delete(p.kept[name], key)
+		default:
+			if !k.delivered {
+				k.delivered, k.recorded, k.expires = true, recordedCount(rsvc, key), now.Add(k.interval)
+			}
+			out = append(out, k.taken)
+		}
+	}
+	slices.SortFunc(out, func(a, b rollout.TakenMeasurement) int {
+		return cmp.Compare(keyText(a.MeasurementKey), keyText(b.MeasurementKey))
+	})
+	return out
+}
+
+func keyText(k rollout.MeasurementKey) string {
+	return k.Shard + "/" + k.Check + "/" + k.Revision + "/" + string(k.When) + "/" + k.Pod
+}
+
+// start starts, in the background, each measurement the plan asks for that is neither in flight
+// nor kept, at most MaxMeasurementsInFlightPerRoutingService of rsvc's at once (one asked for
+// past that is asked for again by a later plan); m reads the Secrets checks name with secrets. It
+// never blocks on a measurement, and the RoutingService is woken when one finishes.
+func (p *pendingMeasurements) start(m *measure.Taker, secrets measure.Secrets, rsvc *routingv1alpha1.RoutingService, reqs []rollout.MeasurementRequest) {
 	name := types.NamespacedName{Namespace: rsvc.Namespace, Name: rsvc.Name}
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -98,34 +135,20 @@ func (p *pendingMeasurements) take(m *measure.Taker, secrets measure.Secrets, rs
 		p.kept[name] = kept
 	}
 	inFlight := 0
-	for key, k := range kept {
-		switch {
-		case !k.done:
+	for _, k := range kept {
+		if !k.done {
 			inFlight++
-		case !now.Before(k.expires) || (k.delivered && k.recorded != recordedCount(rsvc, key)):
-			delete(kept, key)
 		}
 	}
-	var out []rollout.TakenMeasurement
 	for _, req := range reqs {
-		if k, ok := kept[req.MeasurementKey]; ok {
-			if k.done {
-				if !k.delivered {
-					k.delivered, k.recorded, k.expires = true, recordedCount(rsvc, req.MeasurementKey), now.Add(req.Check.Interval())
-				}
-				out = append(out, k.taken)
-			}
+		if _, ok := kept[req.MeasurementKey]; ok || inFlight >= MaxMeasurementsInFlightPerRoutingService {
 			continue
 		}
-		if inFlight >= MaxMeasurementsInFlightPerRoutingService {
-			continue // requested again by a later reconcile, once one in flight has finished
-		}
 		inFlight++
-		k := &keptMeasurement{}
+		k := &keptMeasurement{interval: req.Check.Interval()}
 		kept[req.MeasurementKey] = k
 		go p.run(m, secrets, rsvc, req, k)
 	}
-	return out
 }
 
 // run takes one measurement within its check's timeout, keeps it, and wakes the RoutingService.
@@ -163,7 +186,7 @@ func recordedCount(rsvc *routingv1alpha1.RoutingService, key rollout.Measurement
 
 // forget drops what is kept for a deleted RoutingService; a measurement still in flight finishes
 // into the dropped map and wakes nobody who cares. The expired entries of the others are dropped
-// on their next take.
+// the next time finished reads them.
 func (p *pendingMeasurements) forget(name types.NamespacedName) {
 	p.mu.Lock()
 	defer p.mu.Unlock()

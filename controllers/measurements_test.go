@@ -28,10 +28,11 @@ func waitWoken(t *testing.T, p *pendingMeasurements, name string, within time.Du
 	}
 }
 
-// A measurement is taken in the background: the first take starts it and returns nothing, and
-// the RoutingService is woken when it finishes. It is then returned while the status shows the
-// count it was delivered at (a stale read, a conflicting write), never once the status shows it
-// recorded, nor after its interval; one in flight is never started twice.
+// A measurement is taken in the background: the first plan's request starts it and nothing is
+// finished, and the RoutingService is woken when it finishes. It is then returned (finished, as
+// each reconcile observes) while the status shows the count it was delivered at (a stale read, a
+// conflicting write), never once the status shows it recorded, nor after its interval; one in
+// flight is never started twice.
 func TestPendingMeasurements(t *testing.T) {
 	var requests atomic.Int32
 	srv := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { requests.Add(1) }))
@@ -42,8 +43,14 @@ func TestPendingMeasurements(t *testing.T) {
 	rsvc.Name, rsvc.Namespace = "rs-a", "default"
 	var p pendingMeasurements
 	tk := &measure.Taker{}
+	// take is one reconcile: it observes what has finished, then starts what its plan asks for
+	// (the plan asks for the measurement while none is given to it).
 	take := func(at time.Time) []rollout.TakenMeasurement {
-		return p.take(tk, nil, rsvc, []rollout.MeasurementRequest{req}, at)
+		got := p.finished(rsvc, at)
+		if len(got) == 0 {
+			p.start(tk, nil, rsvc, []rollout.MeasurementRequest{req})
+		}
+		return got
 	}
 	measured := func(at time.Time) {
 		t.Helper()
@@ -82,8 +89,8 @@ func TestPendingMeasurements(t *testing.T) {
 	}
 }
 
-// An endpoint that never answers holds no caller: take returns at once while its measurement is
-// in flight, starts it once however often it is asked, and at most
+// An endpoint that never answers holds no caller: start and finished return at once while its
+// measurement is in flight, start starts it once however often it is asked, and at most
 // MaxMeasurementsInFlightPerRoutingService of one RoutingService run at once.
 func TestPendingMeasurementsNeverWait(t *testing.T) {
 	release := make(chan struct{})
@@ -110,7 +117,8 @@ func TestPendingMeasurementsNeverWait(t *testing.T) {
 	tk := &measure.Taker{}
 	began := time.Now()
 	for range 5 {
-		if got := p.take(tk, nil, rsvc, reqs, time.Now()); len(got) != 0 {
+		p.start(tk, nil, rsvc, reqs)
+		if got := p.finished(rsvc, time.Now()); len(got) != 0 {
 			t.Fatalf("returned %+v", got)
 		}
 	}

@@ -95,137 +95,26 @@ func (r *RoutingServiceReconciler) Reconcile(ctx context.Context, req ctrl.Reque
 func (r *RoutingServiceReconciler) reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	log := logf.FromContext(ctx)
 	started := time.Now()
-
-	rsvc := &routingv1alpha1.RoutingService{}
-	if err := r.Get(ctx, req.NamespacedName, rsvc); err != nil {
-		if apierrors.IsNotFound(err) {
-			forgetMetrics(req.Namespace, req.Name)
-			r.pending.forget(req.NamespacedName)
-			r.written.forget(req.NamespacedName)
-			r.gate.forget(req.NamespacedName)
-			r.budgetConflicts.forget(req.NamespacedName)
-			r.retirementsWaiting.forget(req.NamespacedName)
-			r.decisions.forget(req.NamespacedName)
-			r.regions.forget(req.NamespacedName)
-			if r.Spokes != nil {
-				r.Spokes.Release(req.NamespacedName, nil)
-			}
-		}
-		return ctrl.Result{}, client.IgnoreNotFound(err)
+	rsvc, res, err := r.load(ctx, req)
+	if rsvc == nil {
+		return res, err
 	}
-	if !rsvc.DeletionTimestamp.IsZero() {
-		return r.finalizeSpokes(ctx, rsvc)
-	}
-	if err := r.ensureFinalizer(ctx, rsvc); err != nil {
-		return ctrl.Result{}, err
-	}
-	if err := r.recordClustersUsed(ctx, rsvc); err != nil {
-		return ctrl.Result{}, err
-	}
-	if r.written.stale(req.NamespacedName, rsvc.ResourceVersion, r.Clock.Now()) {
-		// The cache has not yet seen this manager's last status write. While schema evidence
-		// waits, decide on the object as the API server has it; otherwise skip, and the write's
-		// watch event starts the next reconcile (the requeue is only a fallback, unless the
-		// event came already).
-		fresh := r.readPastStaleCache(ctx, req.NamespacedName)
-		if fresh == nil {
-			staleSkips.Inc()
-			return ctrl.Result{RequeueAfter: r.written.recheckAfter(req.NamespacedName)}, nil
-		}
-		if rsvc = fresh; !rsvc.DeletionTimestamp.IsZero() {
-			return r.finalizeSpokes(ctx, rsvc)
-		}
-	}
-
 	r.gate.deciding(req.NamespacedName, time.Now())
 	stored := rsvc.Status.DeepCopy() // the status as it was before this reconcile
-	observed, err := r.observe(ctx, rsvc)
+	in, err := r.observeAll(ctx, rsvc)
 	if err != nil {
 		// Reading the cluster failed: do nothing, and try again with backoff.
 		return ctrl.Result{}, err
 	}
-	spokes := r.observeSpokes(ctx, rsvc, &observed)
-	r.observeRetiredPlaces(ctx, rsvc, &observed, spokes)
-	if err := r.observeSchemaJobs(ctx, rsvc, &observed, spokes); err != nil {
-		return ctrl.Result{}, err
-	}
-	if r.Spokes != nil {
-		r.Spokes.Release(req.NamespacedName, rsvc)
-	}
-	backingOff, backoffEnds := r.regions.active(req.NamespacedName, r.Clock.Now())
-	if len(backingOff) > 0 {
-		// A region that failed a write a moment ago is left alone until its backoff ends: frozen
-		// for the planner, and no write goes there (budgets included).
-		frozenByWrite(rsvc, &observed, backingOff)
-		for shard := range backingOff {
-			delete(spokes, shard)
-		}
-	}
-	plan := rollout.Compute(observed)
-	if len(plan.Measurements) > 0 {
-		// The planner is pure: it asks for the measurements of http and prometheus checks that
-		// are due, and decides again with those taken. They are taken in the background (each
-		// bounded by its check's timeoutSeconds) and wake this RoutingService when they finish:
-		// no reconcile waits on an endpoint.
-		if observed.Measurements = r.pending.take(r.measurer(), r.checkSecrets(rsvc.Namespace), rsvc, plan.Measurements, observed.Now); len(observed.Measurements) > 0 {
-			plan = rollout.Compute(observed)
-		}
-	}
-
-	refusals, err := r.syncDisruptionBudgets(ctx, rsvc, spokes)
+	plan := rollout.Compute(in.observed)
+	// The planner is pure: it asks for the http and prometheus measurements that are due. They
+	// are taken in the background (each bounded by its check's timeoutSeconds) and wake this
+	// RoutingService when they finish; the next reconcile observes them (observeAll). No
+	// reconcile waits on an endpoint.
+	r.pending.start(r.measurer(), r.checkSecrets(rsvc.Namespace), rsvc, plan.Measurements)
+	plan, applyErr, err := r.applyPlan(ctx, rsvc, &in, plan)
 	if err != nil {
 		return ctrl.Result{}, err
-	}
-	if len(refusals) > 0 {
-		// A budget the API server refused holds that shard's rolling steps, and nothing else: the
-		// plan is decided again knowing it.
-		observed.Refusals = refusals
-		plan = rollout.Compute(observed)
-	}
-	down, applyErr := r.apply(ctx, rsvc, plan.Actions, spokes)
-	if applyErr == nil {
-		r.regions.succeeded(req.NamespacedName, down, r.Clock.Now())
-	}
-	if len(down) > 0 {
-		r.regions.failed(req.NamespacedName, down, r.Clock.Now())
-		if _, next := r.regions.active(req.NamespacedName, r.Clock.Now()); !next.IsZero() && (backoffEnds.IsZero() || next.Before(backoffEnds)) {
-			backoffEnds = next
-		}
-		// S-45: a region's API server failed a write (a 5xx, a timeout, a failing webhook). The
-		// other regions' actions are applied; the status is decided again with that shard frozen
-		// for this reconcile, so it says which region and why, and nothing more is written.
-		frozenByWrite(rsvc, &observed, down)
-		if applyErr == nil {
-			// Decided again from this plan's status, not the stored one: what it decided (a
-			// failure, a check's count, a handled control) stands, though the writes that record
-			// it in the failed region did not land; its Events are kept with the new plan's.
-			events := plan.Events
-			observed.RoutingService = rsvc.DeepCopy()
-			observed.RoutingService.Status = *plan.Status.DeepCopy()
-			plan = rollout.Compute(observed)
-			plan.Actions, plan.Events = nil, append(events, plan.Events...)
-		}
-	}
-	if refusal, ok := refusalOf(applyErr); ok {
-		// S-31: the API server refused an action (invalid, forbidden, over quota). The actions
-		// after it are not applied (each depends on the ones before), and the status says why,
-		// with the deadlines this plan started: nothing is left only in the log.
-		log.Info("the API server refused a write", "verb", refusal.Verb, "kind", refusal.Kind, "name", refusal.Name, "error", applyErr.Error())
-		observed.Refusals = append(observed.Refusals, refusal)
-		plan = rollout.Compute(observed)
-		plan.Actions, applyErr = nil, nil
-	}
-	if conflict, ok := r.conflictOf(ctx, rsvc, applyErr); ok {
-		// S-21: the name is held by an object this RoutingService does not control. Decide again
-		// knowing it; that plan's status says so (NameConflict) and its actions wait for the
-		// requeue it asks for, so nothing is created in a loop.
-		log.Info("a name schemagate needs is taken", "kind", conflict.Kind, "name", conflict.Name, "holder", conflict.Holder)
-		observed.Conflicts = append(observed.Conflicts, conflict)
-		plan = rollout.Compute(observed)
-		plan.Actions, applyErr = nil, nil
-	}
-	if applyErr != nil && !apierrors.IsConflict(applyErr) && !apierrors.IsAlreadyExists(applyErr) {
-		return ctrl.Result{}, applyErr
 	}
 	if applyErr == nil {
 		r.gate.acted(req.NamespacedName, started, time.Now())
@@ -240,28 +129,18 @@ func (r *RoutingServiceReconciler) reconcile(ctx context.Context, req ctrl.Reque
 		return ctrl.Result{}, err
 	}
 	r.recordEvents(rsvc, plan.Events)
-	recordMetrics(rsvc, plan, observed.Measurements)
+	recordMetrics(rsvc, plan, in.observed.Measurements)
 	r.logDecision(log, req.NamespacedName, plan)
-	if err := r.retireSpokes(ctx, rsvc, stored, &plan.Status, spokes); err != nil {
+	if err := r.retireSpokes(ctx, rsvc, stored, &plan.Status, in.spokes); err != nil {
 		return ctrl.Result{}, err
 	}
 	r.retireMovedShards(ctx, rsvc, stored, &plan.Status)
-
 	if applyErr != nil {
 		// A stale cache or a concurrent writer: look again shortly, with fresh objects.
 		log.V(1).Info("requeue after a conflicting write", "error", applyErr.Error())
 		return ctrl.Result{RequeueAfter: time.Second}, nil
 	}
-	requeue := plan.RequeueAfter
-	if !backoffEnds.IsZero() {
-		// The writes to a region backing off are tried again when its backoff ends.
-		requeue = minRequeue(requeue, max(time.Second, backoffEnds.Sub(r.Clock.Now())))
-	}
-	if spokes != nil || observed.Clusters != nil || len(retiredClusters(rsvc)) > 0 {
-		// Secrets are not watched: a rotated one is read again within SecretRecheck.
-		requeue = minRequeue(requeue, spokeRecheck)
-	}
-	return ctrl.Result{RequeueAfter: requeue}, nil
+	return ctrl.Result{RequeueAfter: r.requeueAfter(rsvc, plan, in)}, nil
 }
 
 // apiReader reads past the cache: APIReader, or Client when none is set (unit tests).

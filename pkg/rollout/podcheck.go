@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	routingv1alpha1 "github.com/schemagate/schemagate/api/v1alpha1"
+	"github.com/schemagate/schemagate/pkg/checkverdict"
 )
 
 // The check at PodReady (spec.strategy.checks[].when: [PodReady]): an http check sent to each pod
@@ -154,7 +155,7 @@ func (p *planner) recordPodCheck(check *routingv1alpha1.ShardCheck, pod *corev1.
 	default:
 		cond.Status, cond.Reason = corev1.ConditionFalse, podCheckError
 	}
-	cond.Message = clip(fmt.Sprintf("check %s: %s", check.Name, describe(taken.Result)), 1024)
+	cond.Message = clip(fmt.Sprintf("check %s: %s", check.Name, checkverdict.Describe(taken.Result)), 1024)
 	cond.LastTransitionTime = metav1.Time{Time: p.now}
 	if gate != nil && gate.Status == cond.Status && !gate.LastTransitionTime.After(p.now) {
 		cond.LastTransitionTime = gate.LastTransitionTime
@@ -167,18 +168,18 @@ func (p *planner) recordPodCheck(check *routingv1alpha1.ShardCheck, pod *corev1.
 		return
 	}
 	st := p.podCheckStatus(ss, check)
-	r = tally(st, r)
+	r = checkverdict.Tally(st, r)
 	st.Message = r.Message
 	was := st.Phase
 	switch {
 	case taken.Fatal:
-		st.Phase, st.Message = routingv1alpha1.CheckPhaseFailed, fatalPrefix+describe(r)
+		st.Phase, st.Message = routingv1alpha1.CheckPhaseFailed, checkverdict.Fatal(r)
 	case st.Failed > check.FailureLimitOrDefault():
 		st.Phase = routingv1alpha1.CheckPhaseFailed
-		st.Message = fmt.Sprintf("%d failed measurements, more than failureLimit %d; last: %s", st.Failed, check.FailureLimitOrDefault(), describe(r))
+		st.Message = fmt.Sprintf("%d failed measurements, more than failureLimit %d; last: %s", st.Failed, check.FailureLimitOrDefault(), checkverdict.Describe(r))
 	case st.ConsecutiveErrors > check.ConsecutiveErrorLimitOrDefault():
 		st.Phase = routingv1alpha1.CheckPhaseFailed
-		st.Message = fmt.Sprintf("%d errors in a row, more than consecutiveErrorLimit %d; last: %s", st.ConsecutiveErrors, check.ConsecutiveErrorLimitOrDefault(), describe(r))
+		st.Message = fmt.Sprintf("%d errors in a row, more than consecutiveErrorLimit %d; last: %s", st.ConsecutiveErrors, check.ConsecutiveErrorLimitOrDefault(), checkverdict.Describe(r))
 	}
 	if st.Phase == routingv1alpha1.CheckPhaseFailed && was != routingv1alpha1.CheckPhaseFailed {
 		dry := ""
@@ -197,7 +198,7 @@ func (p *planner) podCheckStatus(ss *routingv1alpha1.ShardStatus, check *routing
 		if st.Name != check.Name || st.When != routingv1alpha1.CheckWhenPodReady {
 			continue
 		}
-		if st.Revision != p.update || st.StartTime == nil || st.StartTime.After(p.now) || !sane(st, p.now) {
+		if st.Revision != p.update || st.StartTime == nil || st.StartTime.After(p.now) || !checkverdict.Sane(st, p.now) {
 			*st = newPodCheckStatus(check, p.update, p.now)
 		}
 		return st
