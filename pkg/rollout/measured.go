@@ -71,7 +71,7 @@ func (p *planner) measuredCheck(shard string, check *routingv1alpha1.ShardCheck,
 		st.Phase, st.Message = routingv1alpha1.CheckPhaseFailed, checkverdict.Fatal(r)
 		return st
 	}
-	v := checkverdict.Decide(&st, m)
+	v = checkverdict.Decide(&st, m)
 	st.Phase, st.Message = v.Phase, v.Message
 	if st.Phase == routingv1alpha1.CheckPhaseRunning {
 		p.requeueAt(p.now.Add(m.Interval()))

@@ -34,7 +34,8 @@ type Observed struct {
 	// computes the plan again with them, and that plan's status says so.
 	Refusals []Refusal
 	// Measurements are the http and prometheus check measurements the reconciler took for the
-	// requests of a first Compute (Plan.Measurements); a second Compute records them in status.
+	// requests of an earlier plan (Plan.Measurements) and has not seen recorded yet: the plan
+	// records each one that is due in status, and asks for none it was given.
 	Measurements []TakenMeasurement
 	Now          time.Time
 	// TerminatingPods counts, by the UID of the ReplicaSet that controls them, the routing pods
