@@ -447,6 +447,10 @@ type fuzzCluster struct {
 	// PodHealth sets spec.strategy.podHealth: unset, Off, or Enforce with maxRestarts (n-2)%3
 	// (a negative stored value among them).
 	PodHealth uint8
+	// Earlier adds a shard's earlier place (Observed.EarlierPlaces): none, or eu-west's in cluster
+	// "old" (Reachable, Unreachable or CredentialsRefused by bits 2-3) with a copy of one of the
+	// ReplicaSets built (bits 4-7 pick it; none past them) and routing pods of an old revision.
+	Earlier uint8
 }
 
 // fuzzRoutingPod is a routing pod of one of the ReplicaSets built.
@@ -775,6 +779,15 @@ func fuzzObserved(statusIn, clusterIn []byte, clock int64) Observed {
 		if len(o.ReplicaSets) > 0 && i < 16 {
 			o.Pods = append(o.Pods, fuzzRoutingPodOf(o.ReplicaSets[int(f.RS)%len(o.ReplicaSets)], f, i, o.Now))
 		}
+	}
+	if c.Earlier%4 > 0 {
+		e := EarlierPlace{Shard: "eu-west", Cluster: ClusterView{Name: "old", State: []routingv1alpha1.ClusterState{routingv1alpha1.ClusterReachable,
+			routingv1alpha1.ClusterUnreachable, routingv1alpha1.ClusterCredentialsRefused, routingv1alpha1.ClusterReachable}[c.Earlier>>2%4]},
+			RoutingPods: map[string]int32{revs.old1: int32(c.Earlier % 4)}}
+		if i := int(c.Earlier >> 4); i < len(o.ReplicaSets) {
+			e.ReplicaSets = []*appsv1.ReplicaSet{o.ReplicaSets[i].DeepCopy()}
+		}
+		o.EarlierPlaces = []EarlierPlace{e}
 	}
 	switch c.Conflict % 5 {
 	case 1:
