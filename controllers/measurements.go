@@ -171,7 +171,25 @@ func (p *pendingMeasurements) run(m *measure.Taker, secrets measure.Secrets, rsv
 
 // recordedCount is how many measurements rsvc's status shows for key's check.
 func recordedCount(rsvc *routingv1alpha1.RoutingService, key rollout.MeasurementKey) int32 {
-	for _, ss := range rsvc.Status.Shards {
+	return countIn(&rsvc.Status, key)
+}
+
+// recordedBy are the measurements of taken that the plan whose status is st recorded: their
+// check's count in st is above the one stored before (a measurement observed but not due in this
+// plan, or kept for a stale read, is not counted again in the metrics).
+func recordedBy(stored, st *routingv1alpha1.RoutingServiceStatus, taken []rollout.TakenMeasurement) []rollout.TakenMeasurement {
+	var out []rollout.TakenMeasurement
+	for _, m := range taken {
+		if countIn(st, m.MeasurementKey) > countIn(stored, m.MeasurementKey) {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+// countIn is how many measurements st shows for key's check.
+func countIn(st *routingv1alpha1.RoutingServiceStatus, key rollout.MeasurementKey) int32 {
+	for _, ss := range st.Shards {
 		if ss.Name != key.Shard {
 			continue
 		}

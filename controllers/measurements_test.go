@@ -134,3 +134,23 @@ func TestPendingMeasurementsNeverWait(t *testing.T) {
 		t.Fatalf("%d requests in flight, want %d", n, MaxMeasurementsInFlightPerRoutingService)
 	}
 }
+
+// The metrics count a measurement once, in the plan that records it: one observed but not
+// recorded (not due, or kept for a stale read) is not counted.
+func TestRecordedBy(t *testing.T) {
+	key := rollout.MeasurementKey{Shard: "us-east", Check: "smoke", Revision: "r1", When: routingv1alpha1.CheckWhenBake}
+	other := rollout.MeasurementKey{Shard: "eu-west", Check: "smoke", Revision: "r1", When: routingv1alpha1.CheckWhenBake}
+	status := func(n int32) *routingv1alpha1.RoutingServiceStatus {
+		return &routingv1alpha1.RoutingServiceStatus{Shards: []routingv1alpha1.ShardStatus{
+			{Name: "us-east", Checks: []routingv1alpha1.ShardCheckStatus{{Name: "smoke", When: key.When, Revision: "r1", Count: n}}},
+			{Name: "eu-west", Checks: []routingv1alpha1.ShardCheckStatus{{Name: "smoke", When: key.When, Revision: "r1", Count: 4}}}}}
+	}
+	taken := []rollout.TakenMeasurement{{MeasurementKey: key}, {MeasurementKey: other}}
+	got := recordedBy(status(1), status(2), taken)
+	if len(got) != 1 || got[0].MeasurementKey != key {
+		t.Fatalf("recorded %+v, want only us-east's", got)
+	}
+	if got := recordedBy(status(2), status(2), taken); len(got) != 0 {
+		t.Fatalf("recorded %+v with no count raised", got)
+	}
+}

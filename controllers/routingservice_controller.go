@@ -129,7 +129,7 @@ func (r *RoutingServiceReconciler) reconcile(ctx context.Context, req ctrl.Reque
 		return ctrl.Result{}, err
 	}
 	r.recordEvents(rsvc, plan.Events)
-	recordMetrics(rsvc, plan, in.observed.Measurements)
+	recordMetrics(rsvc, plan, recordedBy(stored, &plan.Status, in.observed.Measurements))
 	r.logDecision(log, req.NamespacedName, plan)
 	if err := r.retireSpokes(ctx, rsvc, stored, &plan.Status, in.spokes); err != nil {
 		return ctrl.Result{}, err
