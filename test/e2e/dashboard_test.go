@@ -271,12 +271,22 @@ func TestDashboardInABrowser(t *testing.T) {
 		t.Helper()
 		sel := fmt.Sprintf(`#controls button[data-action=%q]:not([disabled])`, action)
 		b.WaitFor(t, 30*time.Second, sel)
-		// Each snapshot redraws the page: a button found may be replaced before the click
-		// reaches it ("Could not find node"), and then nothing was clicked; find it again.
+		// A button found may be replaced before the click reaches it ("Could not find node"),
+		// or between the press and the release when its state changes: then nothing was
+		// clicked (no confirmation opened), and the click is tried again.
 		var err error
 		for try := 0; try < 10; try++ {
+			opened := len(b.Dialogs())
 			if err = chromedp.Do(b.Ctx, chromedp.Click(chromedp.CSS(sel))); err == nil {
-				return
+				deadline := time.Now().Add(3 * time.Second)
+				for time.Now().Before(deadline) && len(b.Dialogs()) == opened {
+					time.Sleep(100 * time.Millisecond)
+				}
+				if len(b.Dialogs()) > opened {
+					return
+				}
+				err = fmt.Errorf("clicked, but no confirmation opened")
+				t.Logf("click %s, try %d: %v", action, try+1, err)
 			}
 			time.Sleep(200 * time.Millisecond)
 		}

@@ -135,15 +135,22 @@
   }
 
   // ---- detail ----
+  // controls are the buttons of the RoutingService shown. A snapshot redraws the page, but the
+  // buttons are kept when they are the same (same object, actions, enabled, last result): a
+  // button replaced between the press and the release of the mouse would lose the click.
   function controls(m) {
-    const v = m.view;
-    const box = el('div', {id: 'controls'});
+    const v = m.view, k = key(v);
+    const result = lastResult && lastResult.key === k ? lastResult : null;
+    const sig = JSON.stringify([k, (m.controls || []).map(c => [c.action, !!c.enabled]), result && [result.state, result.text]]);
+    const old = document.getElementById('controls');
+    if (old && old.dataset.sig === sig) return old;
+    const box = el('div', {id: 'controls', 'data-sig': sig});
     for (const c of m.controls || []) {
       const b = el('button', {type: 'button', 'data-action': c.action, disabled: !c.enabled}, c.action);
-      b.addEventListener('click', () => runControl(v, c));
+      b.addEventListener('click', () => runControl(v.namespace, v.name, c.action));
       box.appendChild(b);
     }
-    if (lastResult && lastResult.key === key(v)) box.appendChild(el('pre', {id: 'control-result', 'data-state': lastResult.state}, lastResult.text));
+    if (result) box.appendChild(el('pre', {id: 'control-result', 'data-state': result.state}, result.text));
     return box;
   }
   // oneLine keeps a text from the cluster on one line of a confirm(), in its own reading order:
@@ -151,7 +158,13 @@
   function oneLine(s) {
     return String(s).replace(/[\p{Cc}\p{Cf}\p{Zl}\p{Zp}]/gu, ch => '\\u' + ch.codePointAt(0).toString(16).padStart(4, '0'));
   }
-  function runControl(v, c) {
+  // runControl asks before it acts, with the control as the latest snapshot has it (its
+  // warning, whether it is enabled), not as it was when the button was drawn.
+  function runControl(namespace, name, action) {
+    const m = snap.services.find(x => x.view.namespace === namespace && x.view.name === name);
+    const c = m && (m.controls || []).find(x => x.action === action);
+    if (!c || !c.enabled) return;
+    const v = m.view;
     let text = c.action + ' routingservice ' + oneLine(key(v)) + '?';
     if (c.warning) text += '\n\nWarning: ' + oneLine(c.warning);
     if (!window.confirm(text)) return;
