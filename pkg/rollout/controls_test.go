@@ -277,3 +277,36 @@ func TestRetryAfterAbortResumes(t *testing.T) {
 		t.Fatalf("abort and retry at once: events %+v", w.events)
 	}
 }
+
+// A promote given while paused ends only us-east's bake once unpaused: eu-west, complete at once in
+// the same reconcile (it has no pods), bakes in full. (The planner once ended the bake of every
+// shard after the one the promote was used on, in that reconcile.)
+func TestPromoteThatWaitedEndsOneBake(t *testing.T) {
+	w := steady(t)
+	w.rsvc.Spec.Shards[1].Replicas = 0
+	w.update("app:v2", "1", "migrate:ok")
+	w.untilStep(100, func() bool { return w.shardStep("us-east") == routingv1alpha1.ShardStepBaking })
+	w.rsvc.Spec.Paused = true
+	w.rsvc.Generation++
+	w.step(time.Second)
+	w.annotate(routingv1alpha1.AnnotationPromote, "early")
+	w.step(time.Second)
+	w.rsvc.Spec.Paused = false
+	w.rsvc.Generation++
+	promoted := -1
+	for i := 0; i < 30; i++ {
+		w.step(time.Second)
+		if promoted < 0 && w.shardStep("us-east") == routingv1alpha1.ShardStepPromoted {
+			promoted = i
+		}
+		if promoted >= 0 && i-promoted < 9 && w.shardStep("eu-west") == routingv1alpha1.ShardStepPromoted {
+			t.Fatalf("round %d: eu-west was promoted %d s after us-east, without its 10 s bake; log:\n%s", i, i-promoted, strings.Join(w.log, "\n"))
+		}
+	}
+	if promoted != 0 || !w.sawEvent(EventBakeSkipped) {
+		t.Fatalf("us-east's bake was not ended by the promote (promoted at round %d): %+v", promoted, w.events)
+	}
+	if w.shardStep("eu-west") != routingv1alpha1.ShardStepPromoted {
+		t.Fatalf("eu-west never promoted after its bake: %s", w.shardStep("eu-west"))
+	}
+}

@@ -7,6 +7,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	routingv1alpha1 "github.com/schemagate/schemagate/api/v1alpha1"
+	"github.com/schemagate/schemagate/pkg/shardstep"
 )
 
 // promote walks the shards in spec order and advances the first one that is not yet promoted for
@@ -34,11 +35,7 @@ import (
 func (p *planner) promote() {
 	strategy := p.rsvc.Spec.Strategy
 	bake := strategy.Bake()
-	deadline := strategy.ProgressDeadline()
-	if deadline <= 0 {
-		// A stored 0 (the CRD's minimum is 1) cannot make every step fail at once.
-		deadline = time.Duration(routingv1alpha1.DefaultProgressDeadlineSeconds) * time.Second
-	}
+	deadline := strategy.ProgressDeadline() // shardstep.Progress takes a stored 0 as the default
 	for i, shard := range p.rsvc.Spec.Shards {
 		ss := p.shardStatus(shard.Name)
 		set := p.set(shard.Name)
@@ -84,26 +81,25 @@ func (p *planner) promote() {
 				break
 			}
 			running, failed := p.runChecks(shard.Name, ss, routingv1alpha1.CheckWhenBake)
-			if failed != "" {
-				// A failed check fails the shard at once (issue 11).
+			v := shardstep.Bake(shardstep.BakeInput{Start: ss.StepStartTime.Time, Bake: bake, Now: p.now,
+				Failed: failed, Running: running, Held: p.checkConflict != "" || p.inconclusive != "", Promote: p.promoteToken != ""})
+			if v.UsedPromote {
+				// A person decided: the bake, and the checks still running, end now.
+				p.event(false, EventBakeSkipped, "promote %q: shard %s's bake ends now, %s early, with %d checks still running", p.promoteToken, shard.Name, v.Early, v.SkippedChecks)
+				p.promoteToken, p.inconclusive = "", ""
+			}
+			switch v.Outcome {
+			case shardstep.BakeFailed:
+				// A failed check fails the shard at once.
 				p.failWith(ss, routingv1alpha1.ReasonShardCheckFailed, failed)
 				return
-			}
-			end := ss.StepStartTime.Add(bake)
-			if p.promoteToken != "" && (p.now.Before(end) || running > 0) {
-				// A person decided: the bake, and the checks still running, end now.
-				p.event(false, EventBakeSkipped, "promote %q: shard %s's bake ends now, %s early, with %d checks still running", p.promoteToken, shard.Name, max(0, end.Sub(p.now)), running)
-				p.promoteToken, p.inconclusive = "", ""
-				end, running = p.now, 0
-			}
-			if running > 0 && p.checksHold() {
+			case shardstep.BakeHeld:
+				p.checksHold()
 				return
-			}
-			if !p.now.Before(end) && running > 0 {
+			case shardstep.BakedChecksRunning:
 				p.setActivity(routingv1alpha1.ReasonShardBaking, fmt.Sprintf("shard %s is fully on revision %s and baked; %d of its checks still run", shard.Name, p.update, running))
 				return
-			}
-			if !p.now.Before(end) {
+			case shardstep.BakePromoted:
 				baked := p.since(ss.StepStartTime)
 				p.stepTo(ss, routingv1alpha1.ShardStepPromoted)
 				p.promotedNow = true
@@ -112,8 +108,8 @@ func (p *planner) promote() {
 				p.promoteSpent(shard.Name)
 				continue
 			}
-			p.setActivity(routingv1alpha1.ReasonShardBaking, fmt.Sprintf("shard %s is fully on revision %s and bakes until %s", shard.Name, p.update, end.UTC().Format(time.RFC3339)))
-			p.requeueAt(end)
+			p.setActivity(routingv1alpha1.ReasonShardBaking, fmt.Sprintf("shard %s is fully on revision %s and bakes until %s", shard.Name, p.update, v.Until.UTC().Format(time.RFC3339)))
+			p.requeueAt(v.Until)
 			return
 		}
 
@@ -127,14 +123,15 @@ func (p *planner) promote() {
 			if ss.Step == routingv1alpha1.ShardStepProgressing {
 				progressed = p.since(ss.StepStartTime)
 			}
-			if p.promoteToken != "" && p.update != p.status.StableRevision && bake > 0 {
+			v := shardstep.Complete(shardstep.CompleteInput{Revert: p.update == p.status.StableRevision, Bake: bake,
+				BakeChecks: p.hasChecks(routingv1alpha1.CheckWhenBake), Promote: p.promoteToken != ""})
+			if v.UsedPromote {
 				// A promote that waited (it came while paused, or before the shard was complete)
 				// ends the bake before it starts.
 				p.event(false, EventBakeSkipped, "promote %q: shard %s is promoted without its %s bake", p.promoteToken, shard.Name, bake)
 				p.promoteToken = ""
-				bake = 0
 			}
-			if p.update == p.status.StableRevision || (bake == 0 && !p.hasChecks(routingv1alpha1.CheckWhenBake)) {
+			if v.Promoted {
 				p.stepTo(ss, routingv1alpha1.ShardStepPromoted)
 				p.promotedNow = true
 				p.event(false, EventShardPromoted, "shard %s promoted to revision %s", shard.Name, p.update)
@@ -146,8 +143,8 @@ func (p *planner) promote() {
 			p.event(false, EventShardBaking, "shard %s is fully on revision %s; baking for %ds", shard.Name, p.update, strategy.BakeSecondsOrDefault())
 			p.measure(PhaseShardProgress, shard.Name, progressed)
 			p.runChecks(shard.Name, ss, routingv1alpha1.CheckWhenBake) // the checks start with the bake
-			p.setActivity(routingv1alpha1.ReasonShardBaking, fmt.Sprintf("shard %s is fully on revision %s and bakes until %s", shard.Name, p.update, p.now.Add(bake).UTC().Format(time.RFC3339)))
-			p.requeueAt(p.now.Add(bake))
+			p.setActivity(routingv1alpha1.ReasonShardBaking, fmt.Sprintf("shard %s is fully on revision %s and bakes until %s", shard.Name, p.update, p.now.Add(v.BakeFor).UTC().Format(time.RFC3339)))
+			p.requeueAt(p.now.Add(v.BakeFor))
 			return
 		}
 		if ss.Step != routingv1alpha1.ShardStepProgressing && i > 0 && p.update != p.status.StableRevision && !p.shardCheckPassed(shard.Name) {
@@ -183,14 +180,14 @@ func (p *planner) promote() {
 		if ss.ProgressStartTime != nil {
 			start = ss.ProgressStartTime
 		}
-		due := start.Add(deadline)
-		if !p.now.Before(due) {
+		v := shardstep.Progress(shardstep.ProgressInput{Start: start.Time, Deadline: deadline, Now: p.now})
+		if v.Exceeded {
 			p.fail(ss)
 			return
 		}
 		p.rollTowards(shard, p.update, b, "promote")
-		p.setActivity(routingv1alpha1.ReasonShardProgressing, fmt.Sprintf("shard %s is promoting revision %s (deadline %s)", shard.Name, p.update, due.UTC().Format(time.RFC3339)))
-		p.requeueAt(due)
+		p.setActivity(routingv1alpha1.ReasonShardProgressing, fmt.Sprintf("shard %s is promoting revision %s (deadline %s)", shard.Name, p.update, v.Due.UTC().Format(time.RFC3339)))
+		p.requeueAt(v.Due)
 		return
 	}
 }
