@@ -1,8 +1,6 @@
 package rollout
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
 	"fmt"
 	"sort"
 	"strings"
@@ -10,6 +8,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 
 	routingv1alpha1 "github.com/schemagate/schemagate/api/v1alpha1"
+	"github.com/schemagate/schemagate/pkg/controls"
 )
 
 // Handled controls are recorded in the cluster, not only in status. A control annotation
@@ -23,24 +22,13 @@ import (
 // (they are adopted again), and no GitOps tool applies them, so nobody fights over the field.
 //
 // A value is handled when status says so (status.lastHandledAbort, lastHandledRetry,
-// lastHandledPromote) or any of the RoutingService's ReplicaSets records it.
+// lastHandledPromote) or any of the RoutingService's ReplicaSets records it: pkg/controls decides
+// that (controls.Read) and keeps the records bounded (controls.Keep).
 const (
 	annotationHandledAbort   = "schemagate.io/handled-abort"
 	annotationHandledRetry   = "schemagate.io/handled-retry"
 	annotationHandledPromote = "schemagate.io/handled-promote"
 )
-
-// maxHandledRecords is how many values per control a ReplicaSet keeps, newest last, so that an
-// older saved manifest re-applied (its value handled several controls ago) does not act either.
-const maxHandledRecords = 8
-
-// maxHandledAnnotation bounds, in bytes, how much of a record annotation is read (untrusted input).
-const maxHandledAnnotation = 1024
-
-// maxPlainRecord is the longest value recorded as it is; longer values, or values with
-// characters other than letters, digits and . _ : -, are recorded as "sha256-" and the first 32 hex
-// digits of their SHA-256 (a bounded record of any annotation value).
-const maxPlainRecord = 63
 
 // control is one control annotation and where its handled value lives.
 type control struct {
@@ -58,35 +46,6 @@ func (p *planner) controls() []control {
 		// Recorded on the ReplicaSets only (no status field); contract.go reports it.
 		{routingv1alpha1.AnnotationApproveContract, annotationHandledApproveContract, &p.approveHandled, ""},
 	}
-}
-
-// controlRecord is how value is written in a record annotation.
-func controlRecord(value string) string {
-	plain := len(value) <= maxPlainRecord
-	for _, r := range value {
-		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("._:-", r)) {
-			plain = false
-			break
-		}
-	}
-	if plain && !strings.HasPrefix(value, "sha256-") {
-		return value
-	}
-	sum := sha256.Sum256([]byte(value))
-	return "sha256-" + hex.EncodeToString(sum[:16])
-}
-
-// parseRecords reads a record annotation: space-separated records, newest last, at most
-// maxHandledRecords of them from the first maxHandledAnnotation bytes.
-func parseRecords(v string) []string {
-	if len(v) > maxHandledAnnotation {
-		v = v[:maxHandledAnnotation]
-	}
-	f := strings.Fields(v)
-	if len(f) > maxHandledRecords {
-		f = f[len(f)-maxHandledRecords:]
-	}
-	return f
 }
 
 // recordedReplicaSets are the ReplicaSets whose records count and that get them: those this
@@ -116,43 +75,21 @@ func (p *planner) recoverControls() {
 	p.handledRecords = map[string][]string{}
 	rss := p.recordedReplicaSets()
 	for _, c := range p.controls() {
-		var hist []string
-		for _, rs := range rss {
-			for _, r := range parseRecords(rs.Annotations[c.record]) {
-				hist = appendRecord(hist, r, false)
-			}
+		records := make([]string, len(rss))
+		for i, rs := range rss {
+			records[i] = rs.Annotations[c.record]
 		}
+		hist := controls.Merge(records...)
 		p.handledRecords[c.record] = hist
 		token := p.rsvc.Annotations[c.annotation]
-		if token == "" || token == *c.handled {
+		if controls.Read(token, *c.handled, hist) != controls.Recorded {
 			continue
 		}
-		for _, r := range hist {
-			if r == controlRecord(token) {
-				*c.handled = token
-				if c.ignored == "" {
-					break
-				}
-				p.event(false, c.ignored, "%s=%q was acted on before (status does not say so, its ReplicaSets do); it does not act again", c.annotation, token)
-				break
-			}
+		*c.handled = token
+		if c.ignored != "" {
+			p.event(false, c.ignored, "%s=%q was acted on before (status does not say so, its ReplicaSets do); it does not act again", c.annotation, token)
 		}
 	}
-}
-
-// appendRecord adds r to hist, once: an r already there stays where it is, unless last, which
-// moves it to the end (it is the newest).
-func appendRecord(hist []string, r string, last bool) []string {
-	for i, h := range hist {
-		if h == r {
-			if !last {
-				return hist
-			}
-			hist = append(hist[:i:i], hist[i+1:]...)
-			break
-		}
-	}
-	return append(hist, r)
 }
 
 // recordControls plans the writes that keep every ReplicaSet's records up to date with the values
@@ -161,15 +98,8 @@ func appendRecord(hist []string, r string, last bool) []string {
 func (p *planner) recordControls() {
 	want := map[string]string{}
 	for _, c := range p.controls() {
-		hist := p.handledRecords[c.record]
-		if *c.handled != "" {
-			hist = appendRecord(append([]string(nil), hist...), controlRecord(*c.handled), true)
-		}
-		if len(hist) > maxHandledRecords {
-			hist = hist[len(hist)-maxHandledRecords:]
-		}
-		if len(hist) > 0 {
-			want[c.record] = strings.Join(hist, " ")
+		if keep := controls.Keep(p.handledRecords[c.record], *c.handled); keep != "" {
+			want[c.record] = keep
 		}
 	}
 	fail, failWrite := p.failureWant()

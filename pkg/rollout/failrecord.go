@@ -8,6 +8,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	routingv1alpha1 "github.com/schemagate/schemagate/api/v1alpha1"
+	"github.com/schemagate/schemagate/pkg/controls"
 )
 
 // A failure is a verdict that decides actions: a failed check, pod-health gate or progress
@@ -32,7 +33,7 @@ const (
 
 // failureRecord is the JSON of annotationFailure. Generation and Retry say which decision it
 // belongs to: the RoutingService's generation and the retry value handled when it failed (as
-// controlRecord writes it). A later generation (a new spec, a revert to this revision) or a
+// controls.Record writes it). A later generation (a new spec, a revert to this revision) or a
 // retry handled since (status.lastHandledRetry, or the ReplicaSets' records of it) makes the
 // record stale: a write that would have cleared it may not have landed (its cluster did not
 // answer, or the apply stopped at a conflict), and a stale record must never bring a failure back.
@@ -58,7 +59,7 @@ func encodeFailure(f *routingv1alpha1.RolloutFailure, generation int64, retry st
 		msg = msg[:maxFailureMessage]
 	}
 	if retry != "" {
-		retry = controlRecord(retry)
+		retry = controls.Record(retry)
 	}
 	b, err := json.Marshal(failureRecord{Revision: f.Revision, Reason: f.Reason, Shard: f.Shard, Message: msg,
 		Time: f.Time.UTC().Truncate(time.Second), Generation: generation, Retry: retry})
@@ -96,7 +97,7 @@ func (p *planner) recoverFailure() {
 	}
 	retry := ""
 	if p.status.LastHandledRetry != "" {
-		retry = controlRecord(p.status.LastHandledRetry)
+		retry = controls.Record(p.status.LastHandledRetry)
 	}
 	for _, rs := range p.recordedReplicaSets() {
 		f, r := decodeFailure(rs.Annotations[annotationFailure])

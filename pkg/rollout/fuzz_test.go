@@ -24,6 +24,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	routingv1alpha1 "github.com/schemagate/schemagate/api/v1alpha1"
+	"github.com/schemagate/schemagate/pkg/controls"
 	"github.com/schemagate/schemagate/pkg/schemareport"
 	"github.com/schemagate/schemagate/pkg/schemaversion"
 )
@@ -269,7 +270,7 @@ func checkFuzzPlan(t *testing.T, which string, o Observed, plan Plan) {
 						t.Fatalf("%s: action %d %s: contract record %q is not a version", which, i, a, v)
 					}
 				default:
-					if len(v) > maxHandledRecords*(len("sha256-")+32+1) || !strings.HasPrefix(k, "schemagate.io/handled-") {
+					if len(v) > controls.MaxRecords*(len("sha256-")+32+1) || !strings.HasPrefix(k, "schemagate.io/handled-") {
 						t.Fatalf("%s: action %d %s: record %s=%q is unbounded or not a record", which, i, a, k, v)
 					}
 				}

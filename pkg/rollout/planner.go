@@ -9,6 +9,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	routingv1alpha1 "github.com/schemagate/schemagate/api/v1alpha1"
+	"github.com/schemagate/schemagate/pkg/controls"
 )
 
 // Compute decides what to do next for one RoutingService. It is pure: the same Observed gives the
@@ -284,11 +285,11 @@ func newPlanner(o Observed) *planner {
 	p.recoverControls()
 	p.recoverFailure()
 	p.handleAbort()
-	if token := rsvc.Annotations[routingv1alpha1.AnnotationApproveContract]; token != p.approveHandled {
+	if token := rsvc.Annotations[routingv1alpha1.AnnotationApproveContract]; controls.Read(token, p.approveHandled, nil) == controls.New {
 		// Used (and recorded) only when it starts a contract, or when nothing needs it (contract.go).
 		p.approval = token
 	}
-	if token := p.rsvc.Annotations[routingv1alpha1.AnnotationRetry]; token != p.status.LastHandledRetry {
+	if token := p.rsvc.Annotations[routingv1alpha1.AnnotationRetry]; controls.Read(token, p.status.LastHandledRetry, nil) == controls.New {
 		// Recorded as handled only when acted on (useRetry), since a retry may have to wait.
 		p.retry = token
 	}
@@ -320,9 +321,10 @@ func newPlanner(o Observed) *planner {
 }
 
 // newControl returns the value of a control annotation if it is new, recording it as handled.
+// The ReplicaSets' records were read before (recoverControls): a value they hold is handled.
 func (p *planner) newControl(annotation string, handled *string) string {
 	token := p.rsvc.Annotations[annotation]
-	if token == "" || token == *handled {
+	if controls.Read(token, *handled, nil) != controls.New {
 		return ""
 	}
 	*handled = token
@@ -395,8 +397,8 @@ func (p *planner) failed() bool {
 // says so (scenario S-09).
 func (p *planner) handleAbort() {
 	token := p.rsvc.Annotations[routingv1alpha1.AnnotationAbort]
-	if token == "" || token == p.status.LastHandledAbort {
-		return
+	if controls.Read(token, p.status.LastHandledAbort, nil) != controls.New {
+		return // unset, or handled (recoverControls read the ReplicaSets' records)
 	}
 	p.status.LastHandledAbort = token
 	// In progress: the update revision is not yet the stable one (a first rollout included: with
