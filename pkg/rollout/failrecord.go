@@ -3,6 +3,7 @@ package rollout
 import (
 	"encoding/json"
 	"regexp"
+	"strings"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -54,10 +55,7 @@ var conditionReason = regexp.MustCompile(`^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])
 
 // encodeFailure is the record of f, decided at generation with retry handled last.
 func encodeFailure(f *routingv1alpha1.RolloutFailure, generation int64, retry string) string {
-	msg := f.Message
-	if len(msg) > maxFailureMessage {
-		msg = msg[:maxFailureMessage]
-	}
+	msg := cutMessage(f.Message)
 	if retry != "" {
 		retry = controls.Record(retry)
 	}
@@ -68,6 +66,14 @@ func encodeFailure(f *routingv1alpha1.RolloutFailure, generation int64, retry st
 		panic(err)
 	}
 	return string(b)
+}
+
+// cutMessage bounds a failure's message to maxFailureMessage bytes, never inside a character.
+func cutMessage(m string) string {
+	if len(m) <= maxFailureMessage {
+		return m
+	}
+	return strings.ToValidUTF8(m[:maxFailureMessage], "")
 }
 
 // decodeFailure reads a record: nil when it is empty, too long, not JSON, lacks a revision, or
@@ -81,9 +87,7 @@ func decodeFailure(v string) (*routingv1alpha1.RolloutFailure, *failureRecord) {
 		len(r.Reason) > 128 || !conditionReason.MatchString(r.Reason) || len(r.Shard) > 63 {
 		return nil, nil
 	}
-	if len(r.Message) > maxFailureMessage {
-		r.Message = r.Message[:maxFailureMessage]
-	}
+	r.Message = cutMessage(r.Message)
 	return &routingv1alpha1.RolloutFailure{Revision: r.Revision, Reason: r.Reason, Shard: r.Shard, Message: r.Message, Time: metav1.Time{Time: r.Time}}, &r
 }
 
