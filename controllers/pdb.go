@@ -38,8 +38,8 @@ const EventDisruptionBudgetConflict = "DisruptionBudgetConflict"
 // A write the API server refuses (isRefusal: a ResourceQuota on budgets, an admission policy) is
 // returned as a rollout.Refusal and the other budgets are still synced: the planner holds the
 // rolling steps of a shard whose budget could not be created, and nothing else (a rollback never
-// waits for a budget). Any other error stops the reconcile there and is returned for a retry with
-// backoff.
+// waits for a budget). Any other error of the hub stops the reconcile there and is returned for a
+// retry with backoff; a spoke's is that region's (down, shard → error: syncSpokeBudgets).
 //
 // A name held by a budget this RoutingService does not control is left alone and reported with a
 // Warning Event (EventDisruptionBudgetConflict) once per holder; the shard's rollout is not held
@@ -47,10 +47,10 @@ const EventDisruptionBudgetConflict = "DisruptionBudgetConflict"
 //
 // A shard in another cluster (spec.shards[].cluster) has its budget there, not in the hub
 // (syncSpokeBudgets); a hub budget left from before is deleted here like a removed shard's.
-func (r *RoutingServiceReconciler) syncDisruptionBudgets(ctx context.Context, rsvc *routingv1alpha1.RoutingService, spokes map[string]*spokeShard) ([]rollout.Refusal, error) {
+func (r *RoutingServiceReconciler) syncDisruptionBudgets(ctx context.Context, rsvc *routingv1alpha1.RoutingService, spokes map[string]*spokeShard) (_ []rollout.Refusal, down map[string]error, _ error) {
 	var list policyv1.PodDisruptionBudgetList
 	if err := r.List(ctx, &list, ownedBy(rsvc.Namespace, rsvc.Name, nil)...); err != nil {
-		return nil, fmt.Errorf("listing PodDisruptionBudgets: %w", err)
+		return nil, nil, fmt.Errorf("listing PodDisruptionBudgets: %w", err)
 	}
 	existing := map[string]*policyv1.PodDisruptionBudget{}
 	for i := range list.Items {
@@ -72,7 +72,7 @@ func (r *RoutingServiceReconciler) syncDisruptionBudgets(ctx context.Context, rs
 		desired[want.Name] = true
 		refusal, holder, err := r.syncDisruptionBudget(ctx, rsvc, want, existing[want.Name])
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		if refusal != nil {
 			refusals = append(refusals, *refusal)
@@ -81,10 +81,7 @@ func (r *RoutingServiceReconciler) syncDisruptionBudgets(ctx context.Context, rs
 			foreign[want.Name] = holder
 		}
 	}
-	spokeRefusals, err := r.syncSpokeBudgets(ctx, rsvc, inSpoke, spokes, foreign)
-	if err != nil {
-		return nil, err
-	}
+	spokeRefusals, down := r.syncSpokeBudgets(ctx, rsvc, inSpoke, spokes, foreign)
 	refusals = append(refusals, spokeRefusals...)
 	r.reportBudgetConflicts(rsvc, foreign)
 	for name, have := range existing {
@@ -97,7 +94,7 @@ func (r *RoutingServiceReconciler) syncDisruptionBudgets(ctx context.Context, rs
 				// RoutingService, and deleted below once its pods are gone.
 				if refusal, err := r.adoptBudget(ctx, rsvc, have, nil); err != nil || refusal != nil {
 					if err != nil {
-						return nil, err
+						return nil, nil, err
 					}
 					refusals = append(refusals, *refusal)
 				}
@@ -107,7 +104,7 @@ func (r *RoutingServiceReconciler) syncDisruptionBudgets(ctx context.Context, rs
 		if rsvc.Spec.DisruptionBudget.EnabledOrDefault() {
 			runs, err := r.shardRuns(ctx, rsvc, have.Labels[rollout.LabelShard])
 			if err != nil {
-				return nil, err
+				return nil, nil, err
 			}
 			if runs {
 				continue // the removed shard's pods still run: they keep their budget
@@ -120,10 +117,10 @@ func (r *RoutingServiceReconciler) syncDisruptionBudgets(ctx context.Context, rs
 			continue
 		}
 		if client.IgnoreNotFound(err) != nil {
-			return nil, fmt.Errorf("deleting PodDisruptionBudget %s: %w", name, err)
+			return nil, nil, fmt.Errorf("deleting PodDisruptionBudget %s: %w", name, err)
 		}
 	}
-	return refusals, nil
+	return refusals, down, nil
 }
 
 // syncDisruptionBudget creates want, or adopts or patches have (the cached object of that name,

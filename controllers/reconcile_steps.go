@@ -115,7 +115,8 @@ func (r *RoutingServiceReconciler) observeAll(ctx context.Context, rsvc *routing
 // (nothing is left only in a log line):
 //
 //   - a PodDisruptionBudget refused (spoke_budgets.go, pdb.go): decided again with that refusal
-//     before anything else is applied (it holds that shard's rolling steps);
+//     before anything else is applied (it holds that shard's rolling steps); a region whose API
+//     server failed its budget's write is frozen in that decision, as below;
 //   - a region's API server failed a write (a 5xx, a timeout, a failing webhook; S-45): the other
 //     regions' actions are applied, and the status is decided again from this plan's status with
 //     that shard frozen, keeping this plan's Events;
@@ -126,16 +127,26 @@ func (r *RoutingServiceReconciler) observeAll(ctx context.Context, rsvc *routing
 // any other error, which fails the reconcile before its status write.
 func (r *RoutingServiceReconciler) applyPlan(ctx context.Context, rsvc *routingv1alpha1.RoutingService, in *observation, plan rollout.Plan) (_ rollout.Plan, applyErr, err error) {
 	log := logf.FromContext(ctx)
-	refusals, err := r.syncDisruptionBudgets(ctx, rsvc, in.spokes)
+	refusals, budgetDown, err := r.syncDisruptionBudgets(ctx, rsvc, in.spokes)
 	if err != nil {
 		return plan, nil, err
 	}
-	if len(refusals) > 0 {
+	if len(budgetDown) > 0 {
+		// A region that failed its budget's write is frozen before any action is applied there.
+		frozenByWrite(rsvc, &in.observed, budgetDown)
+		for shard := range budgetDown {
+			delete(in.spokes, shard)
+		}
+	}
+	if len(refusals) > 0 || len(budgetDown) > 0 {
 		in.observed.Refusals = refusals
 		plan = rollout.Compute(in.observed)
 	}
 	down, applyErr := r.apply(ctx, rsvc, plan.Actions, in.spokes)
 	name := client.ObjectKeyFromObject(rsvc)
+	for shard, err := range budgetDown {
+		down = markDown(down, shard, err)
+	}
 	if applyErr == nil {
 		r.regions.succeeded(name, down, r.Clock.Now())
 	}

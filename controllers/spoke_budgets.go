@@ -25,10 +25,13 @@ import (
 //
 // As in the hub: a write the spoke refuses (isRefusal) is returned as a Refusal (a refused create
 // holds that shard's rolling steps), a Conflict is left to the next reconcile, and any other error
-// is returned for a retry with backoff. A name held there by an object the anchor does not control
-// is reported in foreign (budget name → holder) and left alone.
-func (r *RoutingServiceReconciler) syncSpokeBudgets(ctx context.Context, rsvc *routingv1alpha1.RoutingService, want map[string]*policyv1.PodDisruptionBudget, spokes map[string]*spokeShard, foreign map[string]string) ([]rollout.Refusal, error) {
+// (a 5xx, a timeout, a failing webhook: the region's own trouble) is returned in down, shard →
+// error, and that region is frozen for this reconcile like one that fails an action's write; the
+// other regions' budgets are still synced. A name held there by an object the anchor does not
+// control is reported in foreign (budget name → holder) and left alone.
+func (r *RoutingServiceReconciler) syncSpokeBudgets(ctx context.Context, rsvc *routingv1alpha1.RoutingService, want map[string]*policyv1.PodDisruptionBudget, spokes map[string]*spokeShard, foreign map[string]string) ([]rollout.Refusal, map[string]error) {
 	var refusals []rollout.Refusal
+	var down map[string]error
 	for _, shard := range rsvc.Spec.Shards {
 		sh := spokes[shard.Name]
 		if shard.Cluster == nil || sh == nil {
@@ -36,7 +39,10 @@ func (r *RoutingServiceReconciler) syncSpokeBudgets(ctx context.Context, rsvc *r
 		}
 		refusal, holder, err := r.syncSpokeBudget(ctx, rsvc, shard.Name, want[shard.Name], sh)
 		if err != nil {
-			return nil, err
+			// The region's API server failed (refusals and stale caches are answered above):
+			// that region is frozen for this reconcile, as for any write it fails (S-45).
+			down = markDown(down, shard.Name, err)
+			continue
 		}
 		if refusal != nil {
 			refusals = append(refusals, *refusal)
@@ -45,7 +51,7 @@ func (r *RoutingServiceReconciler) syncSpokeBudgets(ctx context.Context, rsvc *r
 			foreign[rollout.DisruptionBudgetName(rsvc.Name, shard.Name)] = holder + " (cluster " + shard.Cluster.Name + ")"
 		}
 	}
-	return refusals, nil
+	return refusals, down
 }
 
 func (r *RoutingServiceReconciler) syncSpokeBudget(ctx context.Context, rsvc *routingv1alpha1.RoutingService, shard string, want *policyv1.PodDisruptionBudget, sh *spokeShard) (*rollout.Refusal, string, error) {

@@ -10,12 +10,16 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	routingv1alpha1 "github.com/schemagate/schemagate/api/v1alpha1"
+	"github.com/schemagate/schemagate/pkg/rollout"
 	"github.com/schemagate/schemagate/test/story"
 )
 
@@ -27,6 +31,9 @@ type failingSpoke struct {
 	URL     string
 	failing atomic.Bool
 	failed  atomic.Int32
+	// only, when set, fails only the writes whose path contains it (a resource, such as
+	// "/poddisruptionbudgets"), as a webhook registered for that resource alone does.
+	only atomic.Value
 }
 
 func startFailingSpoke(t *testing.T, admin *rest.Config, ns string) *failingSpoke {
@@ -35,6 +42,9 @@ func startFailingSpoke(t *testing.T, admin *rest.Config, ns string) *failingSpok
 	f.URL = startAdminProxy(t, admin, func(w http.ResponseWriter, r *http.Request) bool {
 		write := r.Method != http.MethodGet && r.Method != http.MethodHead
 		if !f.failing.Load() || !write || !strings.Contains(r.URL.Path, "/namespaces/"+ns+"/") {
+			return false
+		}
+		if only, _ := f.only.Load().(string); only != "" && !strings.Contains(r.URL.Path, only) {
 			return false
 		}
 		f.failed.Add(1)
@@ -131,6 +141,76 @@ func TestStoryOneRegionsServerErrorIsThatRegions(t *testing.T) {
 			if got := rs.Annotations["schemagate.io/handled-abort"]; got != "a1" {
 				return fmt.Errorf("spoke ReplicaSet %s records abort %q", rs.Name, got)
 			}
+		}
+		r := kit.Get(t, ns)
+		if c := meta.FindStatusCondition(r.Status.Conditions, routingv1alpha1.ConditionClustersReachable); c == nil || c.Status != metav1.ConditionTrue {
+			return fmt.Errorf("ClustersReachable = %+v", c)
+		}
+		return nil
+	})
+}
+
+// One region's error is that region's for its PodDisruptionBudget too: with eu-west's spoke
+// answering 500 to every write of a budget (a webhook for budgets that cannot be called), a new spec.disruptionBudget.maxUnavailable reaches the hub's
+// budgets, and the status says which region failed and why (the spoke's failure once failed the
+// whole reconcile before its status write, so nothing said so). When the spoke answers again,
+// its budget follows.
+func TestStoryASpokesBudgetErrorIsThatRegions(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	ns, spokeNS := kit.NewNamespace(t), kit.NewNamespace(t)
+	fake.setDatabase(spokeNS, "1", false)
+	proxy := startFailingSpoke(t, cfg, spokeNS)
+	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "eu-kubeconfig"},
+		Data: map[string][]byte{"value": proxy.kubeconfig()}}
+	if err := k8s.Create(ctx, secret); err != nil {
+		t.Fatal(err)
+	}
+	rsvc := story.Fixture(ns)
+	rsvc.Spec.Shards[1].Cluster = &routingv1alpha1.ShardCluster{Name: "eu", Namespace: spokeNS}
+	if err := k8s.Create(ctx, rsvc); err != nil {
+		t.Fatal(err)
+	}
+	kit.WaitReady(t, ns, 60*time.Second)
+	budget := func(ns, shard string) string {
+		pdb := &policyv1.PodDisruptionBudget{}
+		if err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: rollout.DisruptionBudgetName("rs-a", shard)}, pdb); err != nil {
+			return err.Error()
+		}
+		if pdb.Spec.MaxUnavailable == nil {
+			return "unset"
+		}
+		return pdb.Spec.MaxUnavailable.String()
+	}
+	before := budget(spokeNS, "eu-west")
+
+	proxy.only.Store("/poddisruptionbudgets")
+	proxy.failing.Store(true)
+	kit.Update(t, ns, func(r *routingv1alpha1.RoutingService) {
+		r.Spec.DisruptionBudget.MaxUnavailable = ptr.To(intstr.FromInt32(2))
+	})
+	story.Eventually(t, 60*time.Second, "the hub's budgets follow, and the status says why eu-west's did not", func() error {
+		if got := budget(ns, "us-east"); got != "2" {
+			return fmt.Errorf("us-east's budget: maxUnavailable %s", got)
+		}
+		r := kit.Get(t, ns)
+		c := meta.FindStatusCondition(r.Status.Conditions, routingv1alpha1.ConditionClustersReachable)
+		if c == nil || c.Status != metav1.ConditionFalse || !strings.Contains(c.Message, "failed a write") || !strings.Contains(c.Message, "webhook") {
+			return fmt.Errorf("ClustersReachable = %+v", c)
+		}
+		return nil
+	})
+	if proxy.failed.Load() == 0 {
+		t.Fatal("the spoke was never written while it failed: the story tested nothing")
+	}
+	if got := budget(spokeNS, "eu-west"); got != before {
+		t.Fatalf("eu-west's budget in the failing spoke: maxUnavailable %s, was %s", got, before)
+	}
+
+	proxy.failing.Store(false)
+	story.Eventually(t, 60*time.Second, "the spoke answers again: its budget follows, its cluster Reachable", func() error {
+		if got := budget(spokeNS, "eu-west"); got != "2" {
+			return fmt.Errorf("eu-west's budget: maxUnavailable %s", got)
 		}
 		r := kit.Get(t, ns)
 		if c := meta.FindStatusCondition(r.Status.Conditions, routingv1alpha1.ConditionClustersReachable); c == nil || c.Status != metav1.ConditionTrue {
