@@ -10,6 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	routingv1alpha1 "github.com/schemagate/schemagate/api/v1alpha1"
+	"github.com/schemagate/schemagate/pkg/lifecycle"
 	"github.com/schemagate/schemagate/pkg/schemarange"
 	"github.com/schemagate/schemagate/pkg/schemaversion"
 )
@@ -28,48 +29,6 @@ import (
 //     version is refused (RollbackRefused), and RollbackSafe says so before anything fails;
 //   - database ahead: nothing scales up on a revision whose range does not contain the database's
 //     version (mayRun), and DatabaseAhead says so.
-
-// lifecycleEvidence is what the next phase is decided from, all of it observed in this reconcile.
-type lifecycleEvidence struct {
-	// invalid: the spec's range is not a range that contains spec.schema.version.
-	invalid bool
-	// confirmed: the database is confirmed at a version inside the update revision's range, at or
-	// above spec.schema.version: no migration is needed.
-	confirmed bool
-	// binaryFirst: the migration is needed, but the update revision runs on the database's
-	// current version and a revision that serves, or a rollback target, does not run on the
-	// required one: shards roll first.
-	binaryFirst bool
-	// promoted: the update revision is promoted in every shard.
-	promoted bool
-	// contract: spec.schema.contract is set (the contract phases are decided there).
-	contract bool
-	// contractPhase is the phase the contract decided (contract.go): RollbackWindow, Contracting
-	// or Complete; "" while it waits for the shards, or without a contract.
-	contractPhase routingv1alpha1.SchemaPhase
-}
-
-// nextSchemaPhase decides the lifecycle phase from the evidence: Expanding while the required
-// schema is not confirmed (the migration runs, waits, or is refused), RollingOut while shards are
-// promoted (after the migration, or before it when binary-first), Complete once every shard is
-// promoted on a confirmed schema and no contract follows. With a contract, the phases after
-// RollingOut are the contract's.
-func nextSchemaPhase(e lifecycleEvidence) routingv1alpha1.SchemaPhase {
-	switch {
-	case e.invalid:
-		return routingv1alpha1.SchemaPhaseExpanding
-	case e.contract && e.contractPhase != "":
-		return e.contractPhase
-	case e.confirmed && e.promoted && !e.contract:
-		return routingv1alpha1.SchemaPhaseComplete
-	case e.confirmed:
-		return routingv1alpha1.SchemaPhaseRollingOut
-	case e.binaryFirst && !e.promoted:
-		return routingv1alpha1.SchemaPhaseRollingOut
-	default:
-		return routingv1alpha1.SchemaPhaseExpanding
-	}
-}
 
 // incompatible is a revision that cannot run on a version: the range it runs on, the shards it
 // serves and the shards whose rollback would return to it.
@@ -214,45 +173,6 @@ func describeIncompatible(list []incompatible) string {
 	return strings.Join(parts, "; ")
 }
 
-// expandVerdict is what the expand gate decides about a migration that is due.
-type expandVerdict int
-
-const (
-	// expandStart: no revision stands in the migration's way, and every place is seen.
-	expandStart expandVerdict = iota
-	// expandBreaking: revisions stand in its way (or a place cannot be seen), and
-	// allowBreakingMigration says to go on.
-	expandBreaking
-	// expandBinaryFirst: revisions stand in its way, or a place cannot be seen, and the update
-	// revision runs on the database's current schema: shards roll first, the migration follows.
-	expandBinaryFirst
-	// expandRefused: revisions stand in its way and nothing else can move: IncompatibleRevision.
-	expandRefused
-	// expandUnseen: nothing seen stands in its way, but a shard's cluster does not answer, so what
-	// serves there is not known: the migration waits for it (S-43).
-	expandUnseen
-)
-
-// decideExpand is the expand gate's rule, from what it observed: how many revisions that serve
-// or that a rollback would return to cannot run on the migration's version, how many places
-// (shards whose cluster does not answer) cannot be seen, whether allowBreakingMigration is set,
-// and whether the update revision runs on the current schema. A place not seen is never read as
-// a place where nothing serves.
-func decideExpand(incompatible, unseen int, allowBreaking, updateRunsOnCurrent bool) expandVerdict {
-	switch {
-	case incompatible == 0 && unseen == 0:
-		return expandStart
-	case allowBreaking:
-		return expandBreaking
-	case updateRunsOnCurrent:
-		return expandBinaryFirst
-	case incompatible > 0:
-		return expandRefused
-	default:
-		return expandUnseen
-	}
-}
-
 // expandGate decides whether the migration to spec.schema.version may start now. It returns true
 // when it may (no revision stands in its way and every place is seen, or allowBreakingMigration
 // says to go on); otherwise it sets the SchemaReady condition: binary-first when the update
@@ -263,16 +183,17 @@ func (p *planner) expandGate() bool {
 	set := p.servingSet(nil, p.failureTargets())
 	list, unseen := set.excluding(required), set.unseen
 	current := p.confirmedNow()
-	switch decideExpand(len(list), len(unseen), p.rsvc.Spec.Schema.AllowBreakingMigration, p.updateRange().Contains(current)) {
-	case expandStart:
+	switch lifecycle.Expand(lifecycle.ExpandInput{Incompatible: len(list), Unseen: len(unseen),
+		AllowBreaking: p.rsvc.Spec.Schema.AllowBreakingMigration, UpdateRunsOnCurrent: p.updateRange().Contains(current)}) {
+	case lifecycle.ExpandStart:
 		return true
-	case expandBreaking:
+	case lifecycle.ExpandBreaking:
 		p.breaking = describeIncompatible(list)
 		if len(unseen) > 0 {
 			p.breaking = strings.TrimPrefix(p.breaking+"; and whatever serves where it cannot be seen: "+describeUnseen(unseen), "; and ")
 		}
 		return true
-	case expandBinaryFirst:
+	case lifecycle.ExpandBinaryFirst:
 		p.binaryFirst = true
 		var why []string
 		if len(list) > 0 {
@@ -285,7 +206,7 @@ func (p *planner) expandGate() bool {
 			"binary first: revision %s runs on %s, which contains the database's schema %s, so shards roll before the migration; the migration to %s starts once %s",
 			p.update, p.updateRange(), current, required, strings.Join(why, ", and once ")))
 		return false
-	case expandUnseen:
+	case lifecycle.ExpandUnseen:
 		p.holdForUnseen(required, unseen)
 		return false
 	}
@@ -318,13 +239,13 @@ func (p *planner) databaseVersion() string {
 func (p *planner) lifecycle() {
 	st := &p.status.Schema
 	_, err := schemarange.FromSpec(&p.rsvc.Spec.Schema)
-	phase := nextSchemaPhase(lifecycleEvidence{
-		invalid:       err != nil,
-		confirmed:     p.gateOpen || p.holding,
-		binaryFirst:   p.binaryFirst,
-		promoted:      p.allPromoted(),
-		contract:      p.rsvc.Spec.Schema.Contract != nil,
-		contractPhase: p.contractPhase,
+	phase := lifecycle.Phase(lifecycle.Evidence{
+		Invalid:       err != nil,
+		Confirmed:     p.gateOpen || p.holding,
+		BinaryFirst:   p.binaryFirst,
+		Promoted:      p.allPromoted(),
+		Contract:      p.rsvc.Spec.Schema.Contract != nil,
+		ContractPhase: p.contractPhase,
 	})
 	st.Phase, st.PhaseSince = phase, notAfter(st.PhaseSince, p.now)
 	if p.rsvc.Status.Schema.Phase != phase || st.PhaseSince == nil {

@@ -126,56 +126,6 @@ func TestRevisionIncludesTheRangeOnlyWhenDeclared(t *testing.T) {
 	}
 }
 
-// One table row per transition of nextSchemaPhase.
-func TestNextSchemaPhase(t *testing.T) {
-	for _, tc := range []struct {
-		name string
-		e    lifecycleEvidence
-		want routingv1alpha1.SchemaPhase
-	}{
-		{"migration needed: expanding", lifecycleEvidence{}, routingv1alpha1.SchemaPhaseExpanding},
-		{"invalid range: expanding (refused)", lifecycleEvidence{invalid: true, confirmed: true}, routingv1alpha1.SchemaPhaseExpanding},
-		{"confirmed: rolling out", lifecycleEvidence{confirmed: true}, routingv1alpha1.SchemaPhaseRollingOut},
-		{"confirmed and promoted: complete", lifecycleEvidence{confirmed: true, promoted: true}, routingv1alpha1.SchemaPhaseComplete},
-		{"promoted with a contract: still rolling out", lifecycleEvidence{confirmed: true, promoted: true, contract: true}, routingv1alpha1.SchemaPhaseRollingOut},
-		{"binary first: rolling out before the migration", lifecycleEvidence{binaryFirst: true}, routingv1alpha1.SchemaPhaseRollingOut},
-		{"binary first, every shard promoted: expanding", lifecycleEvidence{binaryFirst: true, promoted: true}, routingv1alpha1.SchemaPhaseExpanding},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			if got := nextSchemaPhase(tc.e); got != tc.want {
-				t.Fatalf("phase %s, want %s", got, tc.want)
-			}
-		})
-	}
-}
-
-// One table row per verdict of the expand gate.
-func TestDecideExpand(t *testing.T) {
-	for _, tc := range []struct {
-		name                         string
-		incompatible, unseen         int
-		allowBreaking, runsOnCurrent bool
-		want                         expandVerdict
-	}{
-		{"nothing in the way", 0, 0, false, false, expandStart},
-		{"nothing in the way, opt-in irrelevant", 0, 0, true, true, expandStart},
-		{"in the way, planned downtime", 1, 0, true, false, expandBreaking},
-		{"in the way, the new binary runs on today's schema", 2, 0, false, true, expandBinaryFirst},
-		{"in the way, nothing can move", 1, 0, false, false, expandRefused},
-		// S-43: a place not seen is never a place where nothing serves.
-		{"a place not seen, nothing else in the way", 0, 1, false, false, expandUnseen},
-		{"a place not seen, the new binary runs on today's schema", 0, 2, false, true, expandBinaryFirst},
-		{"a place not seen and a revision in the way", 1, 1, false, false, expandRefused},
-		{"a place not seen, planned downtime", 0, 1, true, false, expandBreaking},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			if got := decideExpand(tc.incompatible, tc.unseen, tc.allowBreaking, tc.runsOnCurrent); got != tc.want {
-				t.Fatalf("verdict %d, want %d", got, tc.want)
-			}
-		})
-	}
-}
-
 // Expand gate: v1 runs on schema 1 only; a migration to 2 that v2 cannot run without is refused
 // before its Job exists, naming v1, its range and its shards.
 func TestExpandGateRefusesAMigrationAServingRevisionCannotRunOn(t *testing.T) {
