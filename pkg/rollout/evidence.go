@@ -7,10 +7,9 @@ import (
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	routingv1alpha1 "github.com/schemagate/schemagate/api/v1alpha1"
-	"github.com/schemagate/schemagate/pkg/schemareport"
+	"github.com/schemagate/schemagate/pkg/schemaevidence"
 	"github.com/schemagate/schemagate/pkg/schemaversion"
 )
 
@@ -153,76 +152,31 @@ func readingBefore(a, b *reading) bool {
 	return a.oj.job.Name < b.oj.job.Name
 }
 
-// readReport reads the schema report of oj's newest pod in phase: the pods it reads are those
-// whose controller is oj's Job (by UID), so a pod with copied labels says nothing. The report is
-// the termination message of the first container, in spec order, that left a non-empty one; init
-// containers are not read.
+// readReport reads the schema report of oj's newest pod in phase (schemaevidence.FromPods: only
+// the pods whose controller is oj's Job, by UID, so a pod with copied labels says nothing).
 func (p *planner) readReport(oj *ownedJob, phase corev1.PodPhase) *reading {
-	r := &reading{oj: oj}
-	var pod *corev1.Pod
-	running := false
-	for _, candidate := range p.observed.Pods {
-		if candidate == nil || !metav1.IsControlledBy(candidate, oj.job) {
-			continue
-		}
-		if candidate.Status.Phase != phase {
-			running = running || (candidate.Status.Phase != corev1.PodSucceeded && candidate.Status.Phase != corev1.PodFailed)
-			continue
-		}
-		if pod == nil || pod.CreationTimestamp.Before(&candidate.CreationTimestamp) {
-			pod = candidate
-		}
+	var finished time.Time
+	if c := jobCondition(oj.job, batchv1.JobComplete); c != nil {
+		finished = finishedAt(oj.job, c).Time
 	}
-	if pod == nil && running && phase == corev1.PodSucceeded && !p.now.After(finishedAt(oj.job, jobCondition(oj.job, batchv1.JobComplete)).Add(reportLag)) {
-		r.pending = true
-		r.invalid = fmt.Sprintf("waiting for the pod of %s Job %s to show its schema report", oj.kind(), oj.job.Name)
-		return r
+	rep := schemaevidence.FromPods(schemaevidence.Input{Job: oj.job, Kind: oj.kind(), Pods: p.observed.Pods, Phase: phase,
+		Now: p.now, Finished: finished, Lag: reportLag})
+	r := &reading{oj: oj, invalid: rep.Problem, gone: rep.Gone, pending: rep.Pending}
+	if rep.Problem == "" {
+		r.version, r.dirty, r.tool, r.fromReport = rep.Version, rep.Dirty, rep.Tool, true
 	}
-	if pod == nil {
-		r.gone = true
-		r.invalid = fmt.Sprintf("the pods of %s Job %s are gone, and their schema report with them", oj.kind(), oj.job.Name)
-		return r
-	}
-	// Spec order: the kubelet sorts status.containerStatuses by name. (A pod always has
-	// containers; a status without a spec, as some tests build, is read in its own order.)
-	order := make([]string, 0, len(pod.Spec.Containers))
-	for _, c := range pod.Spec.Containers {
-		order = append(order, c.Name)
-	}
-	if len(order) == 0 {
-		for _, cs := range pod.Status.ContainerStatuses {
-			order = append(order, cs.Name)
-		}
-	}
-	message := ""
-	for _, name := range order {
-		for _, cs := range pod.Status.ContainerStatuses {
-			if t := cs.State.Terminated; cs.Name == name && t != nil && message == "" {
-				message = t.Message
-			}
-		}
-		if message != "" {
-			break
-		}
-	}
-	report, err := schemareport.Parse([]byte(message))
-	if err != nil {
-		r.invalid = fmt.Sprintf("pod %s of %s Job %s: %s", pod.Name, oj.kind(), oj.job.Name, err.Error())
-		return r
-	}
-	r.version, r.dirty, r.tool, r.fromReport = schemaversion.Canonical(report.Version), report.Dirty, report.Tool, true
 	return r
 }
 
-// evidence is the latest usable reading: what the database was last seen at. Readings that are
-// invalid or gone never count, so a garbled report cannot hide an earlier good one, and one Job
-// deleted does not erase what another saw; nor does a late success that is not dirty (it never
-// opens the gate, and a dirty one still closes it).
+// evidence is the latest usable reading: what the database was last seen at
+// (schemaevidence.Latest says which).
 func evidence(readings []*reading) *reading {
-	for i := len(readings) - 1; i >= 0; i-- {
-		if readings[i].usable() && (!readings[i].late || readings[i].dirty) {
-			return readings[i]
-		}
+	candidates := make([]schemaevidence.Candidate, len(readings))
+	for i, r := range readings {
+		candidates[i] = schemaevidence.Candidate{Usable: r.usable(), Late: r.late, Dirty: r.dirty}
+	}
+	if i := schemaevidence.Latest(candidates); i >= 0 {
+		return readings[i]
 	}
 	return nil
 }
