@@ -65,12 +65,10 @@ func countPod(e *rollout.EarlierPlace, pod *corev1.Pod) {
 // there. A place with no anchor, or another's anchor, or the anchor a current shard of the same
 // name uses (its live place, named another way), has nothing of this shard's to wait for.
 //
-// They are read only while the spec declares a contract, the one rule that waits for them
-// (rollout's earlierPlaceWait): otherwise a place not in the cache would cost a read of its
-// cluster's API server on every reconcile, for nothing.
+// The contract and the expand gate both wait for them (rollout's earlierPlaceWait, servingSet).
 func (r *RoutingServiceReconciler) observeRetiredPlaces(ctx context.Context, rsvc *routingv1alpha1.RoutingService, o *rollout.Observed, spokes map[string]*spokeShard) {
 	retired := retiredClusters(rsvc)
-	if len(retired) == 0 || rsvc.Spec.Schema.Contract == nil {
+	if len(retired) == 0 {
 		return
 	}
 	live := map[string]bool{} // anchor UID + shard of the current shards

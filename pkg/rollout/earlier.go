@@ -13,7 +13,11 @@ import (
 // then the revision it ran there still serves there, on whatever schema the database is at, and
 // an old place whose cluster does not answer may serve it for as long as it does not. The
 // contract reads this answer and waits, since it would break that revision where it still runs;
-// the retirement does not wait for the contract, so the two never wait on each other.
+// the retirement does not wait for the contract, so the two never wait on each other. The serving
+// set counts these places too (serving.go), so the expand gate and binary-first never start a
+// migration that a revision still running there cannot run on. Nor do those two wait on each
+// other: a binary-first rollout is Ready once every shard is promoted, before its migration
+// starts, and the retirement waits for Ready (TestStoryBinaryFirstWaitsForAShardsEarlierPlace).
 
 // maxEarlierPlaces bounds how many earlier places are read (what the reconciler observes comes
 // from clusters-used, itself bounded at 150 entries, and from the RoutingService's own cluster).
@@ -23,12 +27,8 @@ const maxEarlierPlaces = 200
 // the first, in shard order, whose cluster does not answer, or that still has a ReplicaSet or a
 // routing pod of a revision other than the update revision.
 func (p *planner) earlierPlaceWait() string {
-	places := p.observed.EarlierPlaces
-	if len(places) > maxEarlierPlaces {
-		places = places[:maxEarlierPlaces]
-	}
 	var out []string
-	for _, e := range places {
+	for _, e := range p.earlierPlaces() {
 		if msg := p.earlierHolds(e); msg != "" {
 			out = append(out, msg)
 		}
@@ -38,6 +38,15 @@ func (p *planner) earlierPlaceWait() string {
 	}
 	sort.Strings(out)
 	return out[0]
+}
+
+// earlierPlaces are the observed earlier places, at most maxEarlierPlaces of them.
+func (p *planner) earlierPlaces() []EarlierPlace {
+	places := p.observed.EarlierPlaces
+	if len(places) > maxEarlierPlaces {
+		places = places[:maxEarlierPlaces]
+	}
+	return places
 }
 
 // earlierHolds says what in e would run on a contracted schema, or "" when nothing does.

@@ -1,11 +1,13 @@
 package rollout
 
 import (
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
 	routingv1alpha1 "github.com/schemagate/schemagate/api/v1alpha1"
@@ -110,5 +112,52 @@ func TestEarlierPlaceHolds(t *testing.T) {
 				t.Fatalf("got %q, want %q", got, tc.want)
 			}
 		})
+	}
+}
+
+// Binary-first with a shard's earlier place still running v1: every shard of the spec rolls v2
+// (which runs on [1, 2]) first, but the migration to 2 waits while eu-west's earlier place in
+// cluster eu-old still runs v1 (on [1, 1]) and while that cluster does not answer: it would break v1
+// there. Once the place is cleaned up, the migration runs. status.schema.revisions lists v1 as
+// serving eu-west there meanwhile.
+func TestBinaryFirstWaitsForAShardsEarlierPlace(t *testing.T) {
+	w := steadyOn(t, compat("", "1"))
+	old := w.earlierV1()
+	v1 := old.Labels[LabelRevision]
+	w.earlier = []EarlierPlace{{Shard: "eu-west", Cluster: ClusterView{Name: "eu-old", State: routingv1alpha1.ClusterReachable},
+		ReplicaSets: []*appsv1.ReplicaSet{old}, RoutingPods: map[string]int32{v1: 3}}}
+	w.update("app:v2", "2", "migrate:ok")
+	w.rsvc.Spec.Schema.Compatibility = compat("1", "2")
+	w.run(300, func() bool { return w.shardImages() == "us-east=app:v2:3 eu-west=app:v2:3 ap-south=app:v2:3" })
+	hold := func(want string) {
+		t.Helper()
+		for i := 0; i < 10; i++ {
+			w.step(10 * time.Second)
+		}
+		if n := w.migrationJobsFor("2"); n != 0 {
+			t.Fatalf("%d migration Jobs for schema 2 while %s", n, want)
+		}
+		c := w.condition(routingv1alpha1.ConditionSchemaReady)
+		if c == nil || c.Status != metav1.ConditionFalse || !strings.Contains(c.Message, "earlier place in cluster eu-old") || !strings.Contains(c.Message, want) {
+			t.Fatalf("SchemaReady %+v, want it to name eu-west's earlier place and %q", c, want)
+		}
+	}
+	hold("runs on [1, 1]")
+	found := false
+	for _, r := range w.rsvc.Status.Schema.Revisions {
+		found = found || r.Revision == v1 && slices.Contains(r.Shards, "eu-west")
+	}
+	if !found {
+		t.Fatalf("status.schema.revisions %+v does not list v1 serving eu-west in its earlier place", w.rsvc.Status.Schema.Revisions)
+	}
+
+	w.earlier[0].Cluster.State, w.earlier[0].Cluster.Message = routingv1alpha1.ClusterUnreachable, "dial tcp: i/o timeout"
+	w.earlier[0].ReplicaSets = nil
+	hold("is Unreachable")
+
+	w.earlier = nil
+	w.run(200, func() bool { return w.isTrue(routingv1alpha1.ConditionReady) && w.confirmed == "2" })
+	if n := w.migrationJobsFor("2"); n != 1 {
+		t.Fatalf("%d migration Jobs for schema 2, want 1", n)
 	}
 }

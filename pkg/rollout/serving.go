@@ -15,7 +15,8 @@ import (
 // which schema range", and "where would a rollback return each shard". The expand gate and
 // binary-first (incompatibleWith), status.schema.revisions and RollbackSafe (lifecycle) read it;
 // places whose content cannot be seen are part of it (unseen), so no reader can take "no
-// ReplicaSet seen" for "nothing serves".
+// ReplicaSet seen" for "nothing serves". A shard's earlier places (earlier.go) are part of it
+// until they are cleaned up: what still runs there serves the shard as much as its new place.
 
 // servingEntry is one ReplicaSet that serves a shard (asks for or has pods), or that a rollback of
 // the shard would return to, with the range its revision runs on (revisionRange).
@@ -25,6 +26,18 @@ type servingEntry struct {
 	rng   schemarange.Range
 	// target: a rollback of shard returns to rs; otherwise rs serves shard.
 	target bool
+	// earlier: rs serves shard in one of its earlier places, in cluster place ("": the
+	// RoutingService's own), not yet cleaned up.
+	earlier bool
+	place   string
+}
+
+// where names the shard, and its earlier place when the entry is there.
+func (e servingEntry) where() string {
+	if e.earlier {
+		return e.shard + " (its earlier place in " + placeName(e.place) + ")"
+	}
+	return e.shard
 }
 
 // servingSet is the serving entries (those that serve, in shard order, then the rollback targets,
@@ -46,12 +59,27 @@ func (p *planner) servingSet(view *plannedView, targets map[string]*appsv1.Repli
 			}
 		}
 	}
+	s.unseen = p.unseenPlaces()
+	for _, e := range p.earlierPlaces() {
+		if e.Cluster.State != routingv1alpha1.ClusterReachable {
+			since := e.Cluster.LastContact
+			if since.IsZero() || since.After(p.now) {
+				since = p.now
+			}
+			s.unseen = append(s.unseen, unseenPlace{shard: e.Shard, view: e.Cluster, since: since, earlier: true})
+			continue
+		}
+		for _, rs := range e.ReplicaSets {
+			if rs != nil && serving(rs) {
+				s.entries = append(s.entries, servingEntry{shard: e.Shard, rs: rs, rng: p.revisionRange(rs), earlier: true, place: e.Cluster.Name})
+			}
+		}
+	}
 	for _, shard := range p.shardNames() {
 		if rs := targets[shard]; rs != nil {
 			s.entries = append(s.entries, servingEntry{shard: shard, rs: rs, rng: p.revisionRange(rs), target: true})
 		}
 	}
-	s.unseen = p.unseenPlaces()
 	return s
 }
 
@@ -86,7 +114,7 @@ func (s servingSet) excluding(version string) []incompatible {
 		if e.target {
 			in.rollbackOf = appendOnce(in.rollbackOf, e.shard)
 		} else {
-			in.serves = appendOnce(in.serves, e.shard)
+			in.serves = appendOnce(in.serves, e.where())
 		}
 		if in.newest.Before(&e.rs.CreationTimestamp) {
 			in.newest = e.rs.CreationTimestamp

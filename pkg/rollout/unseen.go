@@ -25,10 +25,15 @@ type unseenPlace struct {
 	// since is when it was last seen answering, as status.shards[].cluster.unreachableSince
 	// records it (this reconcile's time when it has just gone).
 	since time.Time
+	// earlier: the place is one the shard ran in before (earlier.go), not yet cleaned up.
+	earlier bool
 }
 
 func (u unseenPlace) String() string {
 	msg := fmt.Sprintf("shard %s's cluster %s is %s", u.shard, u.view.Name, u.view.State)
+	if u.earlier {
+		msg = fmt.Sprintf("shard %s's earlier place in %s is not cleaned up and its cluster is %s", u.shard, placeName(u.view.Name), u.view.State)
+	}
 	if u.view.Message != "" {
 		msg += " (" + u.view.Message + ")"
 	}

@@ -1,6 +1,7 @@
 package integration
 
 import (
+	"context"
 	"fmt"
 	"strings"
 	"testing"
@@ -8,6 +9,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
 	routingv1alpha1 "github.com/schemagate/schemagate/api/v1alpha1"
@@ -57,5 +59,63 @@ func TestStoryContractWaitsForAShardsEarlierPlace(t *testing.T) {
 	}
 	if got := fake.schema(ns); got != "3" {
 		t.Fatalf("database at %s after the contract, want 3", got)
+	}
+}
+
+// A shard's earlier place holds a binary-first migration, through the API server, and the two do
+// not wait on each other: eu-west runs v1 (schema 1 only) in a spoke; one edit moves it back to the
+// hub and rolls v2, which runs on [1, 2] (binary first). Every shard rolls v2 on schema 1 while
+// the spoke still serves v1; the migration to 2 would break v1 there, so it waits (SchemaReady
+// names the place) until every shard has been promoted for a while and the spoke is cleaned up;
+// then it runs, and the rollout completes.
+func TestStoryBinaryFirstWaitsForAShardsEarlierPlace(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	ns, spokeNS := kit.NewNamespace(t), kit.NewNamespace(t)
+	fake.setDatabase(spokeNS, "1", false) // one database for both clusters
+	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "eu-kubeconfig"},
+		Data: map[string][]byte{"value": spokeKubeconfig(t)}}
+	if err := k8s.Create(ctx, secret); err != nil {
+		t.Fatal(err)
+	}
+	rsvc := story.Fixture(ns)
+	rsvc.Spec.Shards[1].Cluster = &routingv1alpha1.ShardCluster{Name: "eu", Namespace: spokeNS}
+	rsvc.Spec.Schema.Compatibility = &routingv1alpha1.SchemaCompatibility{Max: "1"}
+	if err := k8s.Create(ctx, rsvc); err != nil {
+		t.Fatal(err)
+	}
+	kit.WaitReady(t, ns, 60*time.Second)
+
+	kit.Update(t, ns, func(r *routingv1alpha1.RoutingService) {
+		r.Spec.Shards[1].Cluster = nil
+		story.ToV2("app:v2", "migrate:ok")(r)
+		r.Spec.Schema.Compatibility = &routingv1alpha1.SchemaCompatibility{Min: "1", Max: "2"}
+	})
+	waited := false
+	const v2 = "us-east=app:v2:3/3 eu-west=app:v2:3/3 ap-south=app:v2:3/3"
+	story.Eventually(t, 120*time.Second, "the migration done after the spoke was cleaned up, v2 everywhere", func() error {
+		left := 0
+		for _, rs := range spokeReplicaSets(t, spokeNS) {
+			if rs.DeletionTimestamp == nil && *rs.Spec.Replicas > 0 {
+				left++
+			}
+		}
+		for _, j := range kit.Jobs(t, ns) {
+			if j.Name == rollout.MigrationJobName("rs-a", "2", 1) && left > 0 {
+				t.Fatalf("migration Job %s exists while the spoke still runs %d eu-west ReplicaSets of v1", j.Name, left)
+			}
+		}
+		r := kit.Get(t, ns)
+		c := meta.FindStatusCondition(r.Status.Conditions, routingv1alpha1.ConditionSchemaReady)
+		if c != nil && strings.Contains(c.Message, "eu-west (its earlier place in cluster eu)") {
+			waited = true
+		}
+		if r.Status.Schema.ConfirmedVersion != "2" || kit.Serving(t, ns) != v2 || !meta.IsStatusConditionTrue(r.Status.Conditions, routingv1alpha1.ConditionReady) {
+			return fmt.Errorf("serving %q, schema %+v, SchemaReady %+v; %d eu-west ReplicaSets of v1 in the spoke", kit.Serving(t, ns), r.Status.Schema.ConfirmedVersion, c, left)
+		}
+		return nil
+	})
+	if !waited {
+		t.Fatal("SchemaReady never said the migration waits for eu-west's earlier place")
 	}
 }
