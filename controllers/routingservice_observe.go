@@ -7,7 +7,6 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
 	routingv1alpha1 "github.com/schemagate/schemagate/api/v1alpha1"
@@ -43,20 +42,7 @@ func (r *RoutingServiceReconciler) observe(ctx context.Context, rsvc *routingv1a
 	}
 	o := rollout.Observed{RoutingService: rsvc, Now: r.Clock.Now(), TerminatingPods: map[types.UID]int32{}, RoutingPods: map[types.UID]int32{}}
 	for i := range podList.Items {
-		pod := &podList.Items[i]
-		switch pod.Labels[rollout.LabelComponent] {
-		case rollout.ComponentRouting:
-			countTerminating(o.TerminatingPods, pod)
-			owner := types.UID("")
-			if ref := metav1.GetControllerOf(pod); ref != nil {
-				owner = ref.UID
-			}
-			o.RoutingPods[owner]++
-			// The pod-health gate reads their restarts (pkg/rollout/podhealth.go).
-			o.Pods = append(o.Pods, pod)
-		case rollout.ComponentMigration, rollout.ComponentCheck, rollout.ComponentShardCheck, rollout.ComponentContract:
-			o.Pods = append(o.Pods, pod)
-		}
+		o.AddPod(&podList.Items[i])
 	}
 	for i := range rsList.Items {
 		o.ReplicaSets = append(o.ReplicaSets, &rsList.Items[i])
@@ -68,16 +54,4 @@ func (r *RoutingServiceReconciler) observe(ctx context.Context, rsvc *routingv1a
 		o.ControllerRevisions = append(o.ControllerRevisions, &crList.Items[i])
 	}
 	return o, nil
-}
-
-// countTerminating counts pod in terminating, by the UID of its controller (a ReplicaSet), when it
-// has a deletionTimestamp: for the planner's check that the ReplicaSet controller has caught up
-// before a rolling step writes a ReplicaSet again (pkg/rollout/settled.go).
-func countTerminating(terminating map[types.UID]int32, pod *corev1.Pod) {
-	if pod.DeletionTimestamp == nil {
-		return
-	}
-	if ref := metav1.GetControllerOf(pod); ref != nil {
-		terminating[ref.UID]++
-	}
 }

@@ -134,15 +134,9 @@ func (r *RoutingServiceReconciler) observeSpokes(ctx context.Context, rsvc *rout
 			if pod.Labels[rollout.LabelComponent] != rollout.ComponentRouting {
 				continue
 			}
-			countTerminating(o.TerminatingPods, pod)
-			owner := types.UID("")
-			if ref := metav1.GetControllerOf(pod); ref != nil {
-				owner = ref.UID
-			}
-			o.RoutingPods[owner]++
 			// The pod-health gate reads their restarts; their controller is the spoke's ReplicaSet,
 			// whose UID the shown ReplicaSet keeps (the list's own copy: nothing writes it).
-			o.Pods = append(o.Pods, pod)
+			o.AddPod(pod)
 		}
 		o.Clusters[shard.Name] = view
 		out[shard.Name] = &spokeShard{conn: conn, anchor: anchor}

@@ -10,9 +10,9 @@ import (
 	"io"
 	"os"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
-	appsv1 "k8s.io/api/apps/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
@@ -33,20 +33,29 @@ type planOptions struct {
 	output   string
 	// connect reaches the cluster (newClients, or fakes in tests).
 	connect func() (*clients, error)
+	// now is the clock the manager's decision is computed at (time.Now, or a fixed time in tests).
+	now func() time.Time
 }
 
 // Exit codes of plan --exit-code (the terraform plan -detailed-exitcode convention, with 1 for
-// errors and an invalid manifest).
+// errors and an invalid manifest), and planRefused, with or without --exit-code: the manager
+// would refuse the manifest or stop on it (its first decision is Stalled=True, or
+// IncompatibleRevision), so a CI gate never reads it as fine.
 const (
 	planNoRollout = 0
 	planRollout   = 2
+	planRefused   = 3
 )
 
 // newPlanCommand is `kubectl schemagate plan -f FILE [NAME]` (issue 12): what applying FILE would
 // do, validated offline with the CRD's own schema and CEL rules (pkg/validate) and compared with
 // the live object unless --offline (pkg/preview).
 func newPlanCommand(flags *genericclioptions.ConfigFlags, streams genericiooptions.IOStreams, connect func() (*clients, error)) *cobra.Command {
-	o := &planOptions{connect: connect}
+	return newPlanCommandWith(&planOptions{connect: connect, now: time.Now}, flags, streams)
+}
+
+// newPlanCommandWith is newPlanCommand with its options made by the caller (tests fix the clock).
+func newPlanCommandWith(o *planOptions, flags *genericclioptions.ConfigFlags, streams genericiooptions.IOStreams) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "plan -f FILE [NAME]",
 		Short: "Show what applying FILE would do: revision, migration, shards, duration, risks",
@@ -76,8 +85,15 @@ cannot run on (refused, IncompatibleRevision), a contract that closes a revision
 database already past a revision's range, and revisions whose range is assumed, not declared.
 --offline says what the manifest alone tells.
 
+The gate itself is decided by the manager's own planner, run on what plan read (the live object
+with the manifest's spec, its ReplicaSets, Jobs, Pods and ControllerRevisions; the manifest alone
+for a new RoutingService or --offline): plan prints that first decision (SchemaReady, Stalled,
+whether the migration Job starts, the shards touched first). It is not computed when a shard runs
+in another cluster, or when a list is refused; plan says why.
+
 Exit codes: 0 success; 1 an error or an invalid manifest; with --exit-code, 2 when applying it
-starts a rollout (0 when it does not).`,
+starts a rollout (0 when it does not); 3, with or without --exit-code, when the manager would
+refuse it (its first decision is Stalled=True, or IncompatibleRevision).`,
 		Example: `  kubectl schemagate plan -f edge-router.yaml
   kustomize build overlays/prod | kubectl schemagate plan -f - edge-router --exit-code`,
 		Args: cobra.MaximumNArgs(1),
@@ -173,18 +189,15 @@ func (o *planOptions) run(ctx context.Context, flags *genericclioptions.ConfigFl
 			return fmt.Errorf("%w (--offline previews without the cluster)", err)
 		}
 	}
-	var rss []appsv1.ReplicaSet
+	var read preview.Read
 	if live != nil {
-		// The ranges each revision's ReplicaSets record decide what a migration or a rollback
-		// may do; without them (no list permission) the status's record is used.
-		list, err := c.kube.AppsV1().ReplicaSets(live.Namespace).List(ctx, metav1.ListOptions{LabelSelector: nameSelector(live.Name)})
-		if err != nil {
-			fmt.Fprintf(streams.ErrOut, "note: cannot list the ReplicaSets of %s/%s (%v); the schema ranges come from its status alone\n", live.Namespace, live.Name, err)
-		} else {
-			rss = list.Items
-		}
+		read = readOwned(ctx, c, live, streams.ErrOut)
 	}
-	p := preview.ComputeWith(live, next, rss)
+	now := time.Now
+	if o.now != nil {
+		now = o.now
+	}
+	p := preview.ComputeDecided(live, next, read, now())
 	switch o.output {
 	case "json":
 		b, err := json.MarshalIndent(p, "", "  ")
@@ -203,10 +216,51 @@ func (o *planOptions) run(ctx context.Context, flags *genericclioptions.ConfigFl
 			return err
 		}
 	}
+	if p.Refused != "" {
+		return &exitError{code: planRefused, err: fmt.Errorf("the manager would refuse %s/%s or stop on it: %s", next.Namespace, next.Name, p.Refused)}
+	}
 	if o.exitCode && p.Rollout {
 		return &exitError{code: planRollout}
 	}
 	return nil
+}
+
+// readOwned lists what the manager's reconcile observes of live: its ReplicaSets, Jobs, Pods and
+// ControllerRevisions (labelled schemagate.io/name). A list that is refused (no permission) is
+// named on stderr and in Read.Unread: the ranges then come from what was read, and the manager's
+// decision is not computed on partial input.
+func readOwned(ctx context.Context, c *clients, live *routingv1alpha1.RoutingService, errOut io.Writer) preview.Read {
+	var read preview.Read
+	opts := metav1.ListOptions{LabelSelector: nameSelector(live.Name)}
+	var unread []string
+	note := func(what string, err error, also string) {
+		unread = append(unread, what)
+		fmt.Fprintf(errOut, "note: cannot list the %s of %s/%s (%v); %sthe manager's first decision is not computed\n", what, live.Namespace, live.Name, err, also)
+	}
+	// The ranges each revision's ReplicaSets record decide what a migration or a rollback may
+	// do; without them the status's record is used.
+	if list, err := c.kube.AppsV1().ReplicaSets(live.Namespace).List(ctx, opts); err != nil {
+		note("ReplicaSets", err, "the schema ranges come from its status alone, and ")
+	} else {
+		read.ReplicaSets = list.Items
+	}
+	if list, err := c.kube.BatchV1().Jobs(live.Namespace).List(ctx, opts); err != nil {
+		note("Jobs", err, "")
+	} else {
+		read.Jobs = list.Items
+	}
+	if list, err := c.kube.CoreV1().Pods(live.Namespace).List(ctx, opts); err != nil {
+		note("Pods", err, "")
+	} else {
+		read.Pods = list.Items
+	}
+	if list, err := c.kube.AppsV1().ControllerRevisions(live.Namespace).List(ctx, opts); err != nil {
+		note("ControllerRevisions", err, "")
+	} else {
+		read.ControllerRevisions = list.Items
+	}
+	read.Unread = strings.Join(unread, ", ")
+	return read
 }
 
 // pickRoutingService reads the documents of in and returns the RoutingService named name (or the

@@ -228,6 +228,11 @@ func (p *Preview) lifecycle(live, next *routingv1alpha1.RoutingService, rss []ap
 		l.Shown = l.Shown || live.Spec.Schema.Contract != nil || st.Contract != nil || st.Phase != ""
 	}
 	l.BinaryFirst = p.Migration.Runs && l.Database != "" && p.Rollout && l.Next.contains(l.Database)
+	if p.Decision != nil {
+		// The manager's planner says whether the shards roll first: only when a revision that
+		// serves does not run on the new version, which the ranges alone do not say.
+		l.BinaryFirst = p.Decision.BinaryFirst
+	}
 	if c := s.Contract; c != nil {
 		window := defaultRollbackWindow
 		if c.RollbackWindowSeconds != nil {
@@ -353,6 +358,8 @@ func (p *Preview) lifecycleRisks(live, next *routingv1alpha1.RoutingService) {
 		p.Risks = append(p.Risks, Risk{"spec.schema.compatibility", fmt.Sprintf("%s does not contain spec.schema.version %s", l.Next.Text(), v)})
 	}
 	// Expand: every revision that serves, or that a rollback would return to, must run on v.
+	// With the manager's Decision its planner decides that (below); this preview's own reading of
+	// the ranges decides it only without one.
 	if p.Migration.Runs && live != nil {
 		for _, r := range l.Revisions {
 			if r.Revision == p.NextRevision || r.contains(v) {
@@ -361,17 +368,38 @@ func (p *Preview) lifecycleRisks(live, next *routingv1alpha1.RoutingService) {
 			if len(r.Shards) == 0 && !r.Stable {
 				continue // the live spec's revision, serving nothing and no rollback target
 			}
+			unknown := fmt.Sprintf("plan cannot tell whether revision %s (%s) runs on schema %s: it found no range recorded for it (its ReplicaSets or status.schema.revisions); the manager decides from its ReplicaSets' record",
+				r.Revision, r.role(), v)
+			if p.Decision != nil {
+				// The planner saw no ReplicaSet of it either: still worth a look.
+				if r.Source == "unknown" && !s.AllowBreakingMigration {
+					p.Risks = append(p.Risks, Risk{"spec.schema.version", unknown})
+				}
+				continue
+			}
 			what := fmt.Sprintf("the migration to schema %s is refused before its Job exists (IncompatibleRevision): revision %s runs on %s and %s",
 				v, r.Revision, r.Text(), r.role())
+			refused := true
 			if r.Source == "unknown" {
-				what = fmt.Sprintf("plan cannot tell whether revision %s (%s) runs on schema %s: it found no range recorded for it (its ReplicaSets or status.schema.revisions); the manager decides from its ReplicaSets' record",
-					r.Revision, r.role(), v)
+				what, refused = unknown, false
 			}
 			if s.AllowBreakingMigration {
 				what = fmt.Sprintf("allowBreakingMigration: the migration to schema %s runs although revision %s runs on %s and %s: planned downtime there until each shard is rolled",
 					v, r.Revision, r.Text(), r.role())
+				refused = false
 			}
 			p.Risks = append(p.Risks, Risk{"spec.schema.version", what})
+			if refused && p.Refused == "" {
+				p.Refused = "IncompatibleRevision, by plan's own reading of the ranges (the manager's decision was not computed): " + what
+			}
+		}
+	}
+	if d := p.Decision; d != nil {
+		switch {
+		case d.SchemaReady.Reason == routingv1alpha1.ReasonIncompatibleRevision, d.SchemaReady.Reason == routingv1alpha1.ReasonWaitingForContract:
+			p.Risks = append(p.Risks, Risk{"spec.schema.version", managerSays(d.SchemaReady)})
+		case d.breaking != "":
+			p.Risks = append(p.Risks, Risk{"spec.schema.version", fmt.Sprintf("manager's decision (%s): %s", rollout.EventBreakingMigration, d.breaking)})
 		}
 	}
 	// Assumed ranges decide the gate when a migration runs: say which.
@@ -394,8 +422,9 @@ func (p *Preview) lifecycleRisks(live, next *routingv1alpha1.RoutingService) {
 		}
 		p.Risks = append(p.Risks, Risk{"spec.schema.compatibility", fmt.Sprintf("the database reports schema %s, outside revision %s's range %s: %s", l.Database, p.NextRevision, l.Next.Text(), reason)})
 	}
-	// One lifecycle at a time: a contract still pending in the live object, and a new expand.
-	if live != nil && p.Migration.Runs {
+	// One lifecycle at a time: a contract still pending in the live object, and a new expand
+	// (with a Decision, the planner says whether the expand waits: WaitingForContract above).
+	if live != nil && p.Migration.Runs && p.Decision == nil {
 		if lc := live.Spec.Schema.Contract; lc != nil && (s.Contract == nil || !schemaversion.Equal(lc.Version, s.Contract.Version)) {
 			st := live.Status.Schema.Contract
 			if (st == nil || st.CompletionTime == nil) && !(l.Next.contains(lc.Version) && l.Next.contains(v)) {
@@ -448,4 +477,9 @@ func truncate(s string) string {
 		return strings.ToValidUTF8(s, "?")
 	}
 	return strings.ToValidUTF8(s[:limit], "?") + "…"
+}
+
+// managerSays is a condition the manager's planner decided, said to be its decision.
+func managerSays(c DecidedCondition) string {
+	return fmt.Sprintf("manager's decision (SchemaReady=%s %s): %s", c.Status, c.Reason, c.Message)
 }

@@ -211,10 +211,15 @@ func TestLifecycleGolden(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			var l *routingv1alpha1.RoutingService
 			var rss []appsv1.ReplicaSet
-			if cl := c.cluster(t); cl != nil {
+			cl := c.cluster(t)
+			if cl != nil {
 				l, rss = cl.live, cl.rss
 			}
 			p := ComputeWith(l, c.next(t), rss)
+			if cl == nil {
+				// Offline, plan decides on the manifest alone (TestDecision has the live cases).
+				p = ComputeDecided(nil, c.next(t), Read{}, decideAt)
+			}
 			if p.Rollout != c.rollout {
 				t.Fatalf("rollout %v, want %v", p.Rollout, c.rollout)
 			}

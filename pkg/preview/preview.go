@@ -1,8 +1,10 @@
 // Package preview says what applying a RoutingService manifest would do, before it is applied
 // (issue 12, `kubectl schemagate plan`): whether it starts a new revision, which migration runs,
 // which shards re-roll and in what order, how many pods each replaces, the availability floor, a
-// duration range from the deadlines, bake and checks, and the risky changes. It is pure: it reads
-// the manifest and, when there is one, the live object (its spec and status), nothing else.
+// duration range from the deadlines, bake and checks, and the risky changes; and, asked with
+// ComputeDecided, what the manager's own planner decides on the first reconcile (decision.go). It
+// is pure: it reads the manifest and, when there is one, the live object (its spec and status)
+// and what plan read of the cluster, at the time it is given, nothing else.
 package preview
 
 import (
@@ -47,6 +49,18 @@ type Preview struct {
 	Risks []Risk `json:"risks,omitempty"`
 	// Lifecycle is the schema lifecycle: expand, roll out, contract, and the revisions' ranges.
 	Lifecycle Lifecycle `json:"lifecycle"`
+	// Decision is what the manager's first reconcile of the manifest decides (its planner run on
+	// what plan read; decision.go); nil when it was not computed (Undecided says why) or not asked
+	// for (Compute, ComputeWith).
+	Decision *Decision `json:"decision,omitempty"`
+	// Undecided says why no Decision was computed: a shard in another cluster, a list plan could
+	// not read; "" otherwise.
+	Undecided string `json:"undecided,omitempty"`
+	// Refused says why the manager would refuse the manifest or stop on it: the Decision's
+	// Stalled=True or IncompatibleRevision, or, with no Decision, a migration this preview's own
+	// reading of the ranges finds refused (IncompatibleRevision); "" when nothing says so. plan
+	// exits non-zero when it is set.
+	Refused string `json:"refused,omitempty"`
 
 	// returns: the manifest's revision ran in the cluster before (a revert).
 	returns bool
@@ -130,8 +144,16 @@ func Compute(live, next *routingv1alpha1.RoutingService) Preview { return Comput
 
 // ComputeWith is Compute with the live object's ReplicaSets (those labelled with its name): the
 // schema ranges they record decide which migrations and rollbacks the revisions they run allow.
+// It computes no Decision (ComputeDecided does).
 func ComputeWith(live, next *routingv1alpha1.RoutingService, replicaSets []appsv1.ReplicaSet) Preview {
-	p := Preview{Namespace: next.Namespace, Name: next.Name, Live: live != nil, NextRevision: rollout.Revision(&next.Spec)}
+	return compute(live, next, replicaSets, nil, "")
+}
+
+// compute is the preview, with the manager's Decision d when there is one (undecided says why
+// not, "" when none was asked for).
+func compute(live, next *routingv1alpha1.RoutingService, replicaSets []appsv1.ReplicaSet, d *Decision, undecided string) Preview {
+	p := Preview{Namespace: next.Namespace, Name: next.Name, Live: live != nil, NextRevision: rollout.Revision(&next.Spec),
+		Decision: d, Undecided: undecided}
 	if live != nil {
 		p.CurrentRevision = rollout.Revision(&live.Spec)
 	}
@@ -151,6 +173,9 @@ func ComputeWith(live, next *routingv1alpha1.RoutingService, replicaSets []appsv
 		p.Duration = p.Duration.add(s.Duration)
 	}
 	p.lifecycle(live, next, replicaSets)
+	if d != nil {
+		p.Refused = d.Refusal()
+	}
 	return p
 }
 

@@ -14,10 +14,11 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
 
+	"sigs.k8s.io/yaml"
+
 	routingv1alpha1 "github.com/schemagate/schemagate/api/v1alpha1"
 	"github.com/schemagate/schemagate/pkg/rollout"
 	"github.com/schemagate/schemagate/pkg/validate"
-	"sigs.k8s.io/yaml"
 )
 
 var update = flag.Bool("update", false, "rewrite testdata/*.golden")
@@ -163,7 +164,14 @@ func TestGolden(t *testing.T) {
 					c.liveEdit(l)
 				}
 			}
+			// As plan computes it where the manager's decision needs nothing more than these
+			// objects: a new RoutingService (the manifest alone), and shards in other clusters (no
+			// decision, and the line that says why). The other live objects here have no
+			// ReplicaSets, Jobs or pods to decide on (TestDecision has those).
 			p := Compute(l, next)
+			if !c.live || strings.HasPrefix(name, "clusters-") {
+				p = ComputeDecided(l, next, Read{}, decideAt)
+			}
 			if p.Rollout != c.rollout {
 				t.Fatalf("rollout %v, want %v", p.Rollout, c.rollout)
 			}
@@ -241,6 +249,11 @@ func FuzzCompute(f *testing.F) {
 			t.Fatal(err)
 		}
 		Compute(nil, &n)
+		// The manager's planner on them, as plan asks it.
+		if err := ComputeDecided(&l, &n, Read{}, decideAt).Write(&bytes.Buffer{}); err != nil {
+			t.Fatal(err)
+		}
+		ComputeDecided(nil, &n, Read{}, decideAt)
 		// The CEL conditions are untrusted text too.
 		for _, e := range ConditionErrors(&n.Spec) {
 			if e.Error() == "" {
@@ -281,14 +294,14 @@ func TestConditionErrors(t *testing.T) {
 	}
 }
 
-// docs/kubectl-schemagate.md shows the schema-bump, expand-contract and clusters-scale previews
-// exactly as the golden files have them.
+// docs/kubectl-schemagate.md shows the schema-bump, expand-contract, clusters-scale and
+// decision-incompatible previews exactly as the golden files have them.
 func TestDocsShowTheGolden(t *testing.T) {
 	doc, err := os.ReadFile(filepath.Join("..", "..", "docs", "kubectl-schemagate.md"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, name := range []string{"schema-bump", "lifecycle-expand-contract", "clusters-scale"} {
+	for _, name := range []string{"schema-bump", "lifecycle-expand-contract", "clusters-scale", "decision-incompatible"} {
 		golden, err := os.ReadFile(filepath.Join("testdata", name+".golden"))
 		if err != nil {
 			t.Fatal(err)

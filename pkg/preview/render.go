@@ -55,7 +55,9 @@ func (p Preview) Write(w io.Writer) error {
 			orUnknown(m.From), m.To, m.Attempt, m.Attempt-1, m.Failed, m.Deadline, m.To)
 	case !m.Runs:
 		fmt.Fprintf(&b, "Migration: none (schema %s confirmed; %s required)\n", m.From, m.To)
-	case p.Lifecycle.BinaryFirst:
+	case p.Decision != nil && !p.Decision.StartsMigration && p.Decision.Refusal() != "":
+		fmt.Fprintf(&b, "Migration: schema %s → %s: refused, no Job is created (see the manager's first decision)\n", orUnknown(m.From), m.To)
+	case p.Decision != nil && p.Decision.BinaryFirst, p.Decision == nil && p.Lifecycle.BinaryFirst:
 		fmt.Fprintf(&b, "Migration: schema %s → %s: a Job that may follow the shards (binary first, see Lifecycle; deadline %s)\n", m.From, m.To, m.Deadline)
 	case m.From == "":
 		fmt.Fprintf(&b, "Migration: a Job brings the database to schema %s first, unless a report says it is there (deadline %s)\n", m.To, m.Deadline)
@@ -110,6 +112,9 @@ func (p Preview) Write(w io.Writer) error {
 		for _, c := range p.Changes {
 			fmt.Fprintf(&b, "  - %s\n", c)
 		}
+	}
+	if p.Decision != nil || p.Undecided != "" {
+		p.writeDecision(&b)
 	}
 	if len(p.Risks) > 0 {
 		b.WriteString("Risks:\n")
