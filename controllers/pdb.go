@@ -24,8 +24,8 @@ import (
 // an object this RoutingService does not control: schemagate leaves that object alone.
 const EventDisruptionBudgetConflict = "DisruptionBudgetConflict"
 
-// syncDisruptionBudgets makes the RoutingService's PodDisruptionBudgets what
-// rollout.DesiredDisruptionBudgets says: it creates the missing ones, adopts the orphaned ones that
+// syncDisruptionBudgets makes the RoutingService's PodDisruptionBudgets the plan's budgets
+// (rollout.Plan.DisruptionBudgets, what rollout.DesiredDisruptionBudgets says): it creates the missing ones, adopts the orphaned ones that
 // are provably its own (adoptableBudget: deleted with --cascade=orphan and applied again), patches
 // the ones whose labels, controller reference or spec differ (a merge patch carrying the observed
 // resourceVersion, so a stale cache fails with a Conflict), and deletes the ones it controls that
@@ -47,7 +47,7 @@ const EventDisruptionBudgetConflict = "DisruptionBudgetConflict"
 //
 // A shard in another cluster (spec.shards[].cluster) has its budget there, not in the hub
 // (syncSpokeBudgets); a hub budget left from before is deleted here like a removed shard's.
-func (r *RoutingServiceReconciler) syncDisruptionBudgets(ctx context.Context, rsvc *routingv1alpha1.RoutingService, spokes map[string]*spokeShard) (_ []rollout.Refusal, down map[string]error, _ error) {
+func (r *RoutingServiceReconciler) syncDisruptionBudgets(ctx context.Context, rsvc *routingv1alpha1.RoutingService, spokes map[string]*spokeShard, budgets []*policyv1.PodDisruptionBudget) (_ []rollout.Refusal, down map[string]error, _ error) {
 	var list policyv1.PodDisruptionBudgetList
 	if err := r.List(ctx, &list, ownedBy(rsvc.Namespace, rsvc.Name, nil)...); err != nil {
 		return nil, nil, fmt.Errorf("listing PodDisruptionBudgets: %w", err)
@@ -64,7 +64,7 @@ func (r *RoutingServiceReconciler) syncDisruptionBudgets(ctx context.Context, rs
 	for _, shard := range rsvc.Spec.Shards {
 		clusterShards[shard.Name] = shard.Cluster != nil
 	}
-	for _, want := range rollout.DesiredDisruptionBudgets(rsvc) {
+	for _, want := range budgets {
 		if shard := want.Labels[rollout.LabelShard]; clusterShards[shard] {
 			inSpoke[shard] = want
 			continue

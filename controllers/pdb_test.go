@@ -58,7 +58,7 @@ func TestRemovedShardKeepsItsBudgetWhileItsPodsRun(t *testing.T) {
 	rsvc.Spec.Shards = rsvc.Spec.Shards[:2]
 	c := indexed(fake.NewClientBuilder().WithScheme(Scheme())).WithObjects(rsvc, pdb, pod).Build()
 	r := &RoutingServiceReconciler{Client: c, Clock: clocktesting.NewFakePassiveClock(time.Now())}
-	if _, _, err := r.syncDisruptionBudgets(ctx, rsvc, nil); err != nil {
+	if _, _, err := r.syncDisruptionBudgets(ctx, rsvc, nil, rollout.DesiredDisruptionBudgets(rsvc)); err != nil {
 		t.Fatal(err)
 	}
 	if err := c.Get(ctx, client.ObjectKeyFromObject(pdb), &policyv1.PodDisruptionBudget{}); err != nil {
@@ -67,7 +67,7 @@ func TestRemovedShardKeepsItsBudgetWhileItsPodsRun(t *testing.T) {
 	if err := c.Delete(ctx, pod); err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := r.syncDisruptionBudgets(ctx, rsvc, nil); err != nil {
+	if _, _, err := r.syncDisruptionBudgets(ctx, rsvc, nil, rollout.DesiredDisruptionBudgets(rsvc)); err != nil {
 		t.Fatal(err)
 	}
 	if err := c.Get(ctx, client.ObjectKeyFromObject(pdb), &policyv1.PodDisruptionBudget{}); err == nil {
@@ -88,7 +88,7 @@ func TestBudgetConflictEventOncePerHolder(t *testing.T) {
 	rec := &recorded{}
 	r := &RoutingServiceReconciler{Client: c, Recorder: rec, Clock: clocktesting.NewFakePassiveClock(time.Now())}
 	for i := 0; i < 5; i++ {
-		if _, _, err := r.syncDisruptionBudgets(ctx, rsvc, nil); err != nil {
+		if _, _, err := r.syncDisruptionBudgets(ctx, rsvc, nil, rollout.DesiredDisruptionBudgets(rsvc)); err != nil {
 			t.Fatal(err)
 		}
 	}

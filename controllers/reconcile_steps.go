@@ -127,7 +127,7 @@ func (r *RoutingServiceReconciler) observeAll(ctx context.Context, rsvc *routing
 // any other error, which fails the reconcile before its status write.
 func (r *RoutingServiceReconciler) applyPlan(ctx context.Context, rsvc *routingv1alpha1.RoutingService, in *observation, plan rollout.Plan) (_ rollout.Plan, applyErr, err error) {
 	log := logf.FromContext(ctx)
-	refusals, budgetDown, err := r.syncDisruptionBudgets(ctx, rsvc, in.spokes)
+	refusals, budgetDown, err := r.syncDisruptionBudgets(ctx, rsvc, in.spokes, plan.DisruptionBudgets)
 	if err != nil {
 		return plan, nil, err
 	}

@@ -46,3 +46,16 @@ func TestAddPod(t *testing.T) {
 		t.Fatalf("pods %d, routing %v, terminating %v", len(o.Pods), o.RoutingPods, o.TerminatingPods)
 	}
 }
+
+// The plan carries the budgets the shards should have, as intents the reconciler applies.
+func TestPlanCarriesTheBudgets(t *testing.T) {
+	w := steady(t)
+	plan := w.reconcile()
+	if len(plan.DisruptionBudgets) != len(w.rsvc.Spec.Shards) || plan.DisruptionBudgets[0].Name != DisruptionBudgetName(w.rsvc.Name, w.rsvc.Spec.Shards[0].Name) {
+		t.Fatalf("plan's budgets %d, want one per shard", len(plan.DisruptionBudgets))
+	}
+	w.rsvc.Spec.DisruptionBudget.Enabled = ptr.To(false)
+	if plan := w.reconcile(); len(plan.DisruptionBudgets) != 0 {
+		t.Fatalf("disabled: plan's budgets %d, want none", len(plan.DisruptionBudgets))
+	}
+}

@@ -9,6 +9,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
 
 	routingv1alpha1 "github.com/schemagate/schemagate/api/v1alpha1"
 )
@@ -214,9 +215,15 @@ type Plan struct {
 	Status       routingv1alpha1.RoutingServiceStatus
 	Events       []Event
 	RequeueAfter time.Duration
-	// Measurements are the checks to measure now. The reconciler measures them and computes the
-	// plan again with the results in Observed.Measurements; that second plan is the one applied.
+	// Measurements are the checks to measure now. The reconciler starts them in the background;
+	// the reconcile after they finish observes their results (Observed.Measurements).
 	Measurements []MeasurementRequest
+	// DisruptionBudgets are the PodDisruptionBudgets the shards should have
+	// (DesiredDisruptionBudgets; none when spec.disruptionBudget.enabled is false). The
+	// reconciler makes each cluster match, the hub's shards' in the hub and a cluster shard's in
+	// its cluster, before it applies the actions; a budget the API server refuses comes back as
+	// an Observed.Refusal, which holds that shard's rolling steps.
+	DisruptionBudgets []*policyv1.PodDisruptionBudget
 }
 
 func replicasOf(rs *appsv1.ReplicaSet) int32 {

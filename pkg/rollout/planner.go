@@ -82,6 +82,7 @@ func Compute(o Observed) Plan {
 	// gets them once it answers).
 	p.dropFrozenActions()
 	p.plan.Actions = append(p.plan.Actions, p.podActions...)
+	p.plan.DisruptionBudgets = DesiredDisruptionBudgets(p.rsvc)
 	p.plan.Status = *p.status
 	return p.plan
 }
