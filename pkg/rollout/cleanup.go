@@ -6,6 +6,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 
 	routingv1alpha1 "github.com/schemagate/schemagate/api/v1alpha1"
+	"github.com/schemagate/schemagate/pkg/retention"
 )
 
 // cleanup deletes, in each shard, the scaled-down ReplicaSets of old revisions beyond
@@ -37,16 +38,12 @@ func (p *planner) cleanup() {
 			}
 		}
 		// The kept ones count towards the limit; the oldest of the others go.
-		excess := len(idle) - limit
-		for _, i := range idle {
-			if excess <= 0 {
-				break
-			}
-			if keep[set.all[i]] {
-				continue
-			}
-			excess--
-			p.act(Action{Kind: DeleteReplicaSet, ReplicaSet: set.all[i],
+		items := make([]retention.Item, len(idle))
+		for k, i := range idle {
+			items[k] = retention.Item{Keep: keep[set.all[i]]}
+		}
+		for _, k := range retention.Prune(items, limit, p.now).Delete {
+			p.act(Action{Kind: DeleteReplicaSet, ReplicaSet: set.all[idle[k]],
 				Note: fmt.Sprintf("revisionHistoryLimit %d: shard %s keeps the newest %d scaled-down revisions", limit, shard.Name, limit)})
 		}
 	}

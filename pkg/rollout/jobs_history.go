@@ -9,6 +9,7 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/schemagate/schemagate/pkg/retention"
 	"github.com/schemagate/schemagate/pkg/schemaversion"
 )
 
@@ -46,22 +47,18 @@ func (p *planner) pruneJobs() {
 			}
 			return jobs[i].Name < jobs[k].Name
 		})
-		excess := len(jobs) - limit
-		for _, j := range jobs {
-			if excess <= 0 {
-				break
-			}
-			if keep[j] {
-				continue
-			}
-			if done := finishedTime(j).Add(reportLag); p.now.Before(done) {
-				// Its pod may not be in the cache yet: look again once it must be, since no watch
-				// event may come then.
-				p.requeueAt(done.Add(time.Second))
-				continue
-			}
-			excess--
-			p.act(Action{Kind: DeleteJob, Job: j,
+		items := make([]retention.Item, len(jobs))
+		for i, j := range jobs {
+			// A Job finished less than reportLag ago: its pod may not be in the cache yet.
+			items[i] = retention.Item{Keep: keep[j], Ripe: finishedTime(j).Add(reportLag)}
+		}
+		v := retention.Prune(items, limit, p.now)
+		if !v.Recheck.IsZero() {
+			// No watch event may come when it ripens: look again then.
+			p.requeueAt(v.Recheck.Add(time.Second))
+		}
+		for _, i := range v.Delete {
+			p.act(Action{Kind: DeleteJob, Job: jobs[i],
 				Note: fmt.Sprintf("jobHistoryLimit %d: the newest %d finished %s Jobs are kept, and the ones that still matter", limit, limit, kind)})
 		}
 	}
