@@ -76,18 +76,14 @@ current-context: eu
 `, f.URL))
 }
 
-// S-45: one region's error is that region's. eu-west runs in a spoke whose API server starts
-// answering 500 to every write while us-east bakes v2. An abort then rolls us-east back in the
-// hub, and the status says Aborted and names eu-west's cluster and the 500, though every write
-// to the spoke fails (today the first failed write stopped the reconcile before the status write,
-// so nothing said why and the hub's rollback waited on the spoke). When the spoke answers again,
-// its records are written and the RoutingService settles.
-func TestStoryOneRegionsServerErrorIsThatRegions(t *testing.T) {
-	t.Parallel()
+// steadyWithEUBehindAProxy is rs-a Ready with eu-west in a spoke reached through a failingSpoke
+// (not failing yet), one database for both clusters.
+func steadyWithEUBehindAProxy(t *testing.T) (ns, spokeNS string, proxy *failingSpoke) {
+	t.Helper()
 	ctx := context.Background()
-	ns, spokeNS := kit.NewNamespace(t), kit.NewNamespace(t)
+	ns, spokeNS = kit.NewNamespace(t), kit.NewNamespace(t)
 	fake.setDatabase(spokeNS, "1", false)
-	proxy := startFailingSpoke(t, cfg, spokeNS)
+	proxy = startFailingSpoke(t, cfg, spokeNS)
 	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "eu-kubeconfig"},
 		Data: map[string][]byte{"value": proxy.kubeconfig()}}
 	if err := k8s.Create(ctx, secret); err != nil {
@@ -99,6 +95,18 @@ func TestStoryOneRegionsServerErrorIsThatRegions(t *testing.T) {
 		t.Fatal(err)
 	}
 	kit.WaitReady(t, ns, 60*time.Second)
+	return ns, spokeNS, proxy
+}
+
+// S-45: one region's error is that region's. eu-west runs in a spoke whose API server starts
+// answering 500 to every write while us-east bakes v2. An abort then rolls us-east back in the
+// hub, and the status says Aborted and names eu-west's cluster and the 500, though every write
+// to the spoke fails (today the first failed write stopped the reconcile before the status write,
+// so nothing said why and the hub's rollback waited on the spoke). When the spoke answers again,
+// its records are written and the RoutingService settles.
+func TestStoryOneRegionsServerErrorIsThatRegions(t *testing.T) {
+	t.Parallel()
+	ns, spokeNS, proxy := steadyWithEUBehindAProxy(t)
 
 	kit.Update(t, ns, func(r *routingv1alpha1.RoutingService) {
 		r.Spec.Template.Spec.Containers[0].Image = "app:v2"
@@ -151,27 +159,14 @@ func TestStoryOneRegionsServerErrorIsThatRegions(t *testing.T) {
 }
 
 // One region's error is that region's for its PodDisruptionBudget too: with eu-west's spoke
-// answering 500 to every write of a budget (a webhook for budgets that cannot be called), a new spec.disruptionBudget.maxUnavailable reaches the hub's
-// budgets, and the status says which region failed and why (the spoke's failure once failed the
-// whole reconcile before its status write, so nothing said so). When the spoke answers again,
-// its budget follows.
+// answering 500 to every write of a budget (a webhook for budgets that cannot be called), a new
+// spec.disruptionBudget.maxUnavailable reaches the hub's budgets, and the status says which
+// region failed and why (the spoke's failure once failed the whole reconcile before its status
+// write, so nothing said so). When the spoke answers again, its budget follows.
 func TestStoryASpokesBudgetErrorIsThatRegions(t *testing.T) {
 	t.Parallel()
+	ns, spokeNS, proxy := steadyWithEUBehindAProxy(t)
 	ctx := context.Background()
-	ns, spokeNS := kit.NewNamespace(t), kit.NewNamespace(t)
-	fake.setDatabase(spokeNS, "1", false)
-	proxy := startFailingSpoke(t, cfg, spokeNS)
-	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "eu-kubeconfig"},
-		Data: map[string][]byte{"value": proxy.kubeconfig()}}
-	if err := k8s.Create(ctx, secret); err != nil {
-		t.Fatal(err)
-	}
-	rsvc := story.Fixture(ns)
-	rsvc.Spec.Shards[1].Cluster = &routingv1alpha1.ShardCluster{Name: "eu", Namespace: spokeNS}
-	if err := k8s.Create(ctx, rsvc); err != nil {
-		t.Fatal(err)
-	}
-	kit.WaitReady(t, ns, 60*time.Second)
 	budget := func(ns, shard string) string {
 		pdb := &policyv1.PodDisruptionBudget{}
 		if err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: rollout.DisruptionBudgetName("rs-a", shard)}, pdb); err != nil {
