@@ -11,7 +11,10 @@ const (
 	// It is never counted as the revision; Stalled=True names it and the first difference.
 	ReasonTemplateMismatch = "TemplateMismatch"
 	// ReasonWaitingForMigration: the required schema's migration waits for another migration Job of
-	// this RoutingService (an earlier version's) to end, since two migrations never run at once.
+	// this RoutingService (an earlier version's) to end, since two migrations never run at once; or
+	// the update revision waits for a migration or contract Job that may still bring the database
+	// outside its range. Stalled=True with it once such a Job has had only terminating pods for
+	// progressDeadlineSeconds: only a person can tell whether they still run.
 	ReasonWaitingForMigration = "WaitingForMigration"
 )
 

@@ -3,6 +3,9 @@ package rollout
 import (
 	"fmt"
 	"strings"
+	"time"
+
+	batchv1 "k8s.io/api/batch/v1"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -62,7 +65,56 @@ func (p *planner) waitForPending(list []schemarange.Pending) {
 	for _, s := range list {
 		parts = append(parts, s.String())
 	}
-	p.decideSchema(metav1.ConditionFalse, routingv1alpha1.ReasonWaitingForMigration, fmt.Sprintf(
-		"revision %s runs on %s and the database is confirmed at %s, but %s, outside that range: nothing of revision %s is created or scaled up until it has ended, and every shard keeps serving what it serves",
-		p.update, p.updateRange(), orNone(p.confirmedNow()), strings.Join(parts, "; "), p.update))
+	msg := fmt.Sprintf("revision %s runs on %s and the database is confirmed at %s, but %s, outside that range: nothing of revision %s is created or scaled up until it has ended, and every shard keeps serving what it serves",
+		p.update, p.updateRange(), orNone(p.confirmedNow()), strings.Join(parts, "; "), p.update)
+	p.decideSchema(metav1.ConditionFalse, routingv1alpha1.ReasonWaitingForMigration, msg)
+	// Like every wait, not for ever: a Job left with only terminating pods (their node gone, a
+	// finalizer) may hold it indefinitely, and only a person can tell whether they still run.
+	limit := p.rsvc.Spec.Strategy.ProgressDeadline()
+	if limit <= 0 {
+		limit = time.Duration(routingv1alpha1.DefaultProgressDeadlineSeconds) * time.Second
+	}
+	for _, s := range list {
+		oj := p.schemaJobNamed(s.Job)
+		if oj == nil {
+			continue
+		}
+		since := terminatingSince(oj.job)
+		if since.IsZero() {
+			continue
+		}
+		if p.now.Before(since.Add(limit)) {
+			p.requeueAt(since.Add(limit))
+			continue
+		}
+		p.stall(routingv1alpha1.ReasonWaitingForMigration, fmt.Sprintf(
+			"%s; %s Job %s has had no active pod since %s, only terminating ones, for longer than progressDeadlineSeconds (%ds): if their node is gone, delete those pods (kubectl delete pod --force) once you know the migration no longer runs",
+			msg, s.Kind, s.Job, since.UTC().Format(time.RFC3339), int64(limit/time.Second)))
+		return
+	}
+}
+
+// schemaJobNamed is the migration or contract Job of this RoutingService named name (nil: none).
+func (p *planner) schemaJobNamed(name string) *ownedJob {
+	for _, jobs := range [][]ownedJob{p.jobs, p.contracts} {
+		for i := range jobs {
+			if jobs[i].job.Name == name {
+				return &jobs[i]
+			}
+		}
+	}
+	return nil
+}
+
+// terminatingSince is when a Job was left with terminating pods only: it has no active pod, some
+// terminating, and it finished (finishedTime) or was asked to stop (stopSince). Zero while a pod
+// is active or none terminates.
+func terminatingSince(j *batchv1.Job) time.Time {
+	if j.Status.Active > 0 || j.Status.Terminating == nil || *j.Status.Terminating == 0 {
+		return time.Time{}
+	}
+	if t := finishedTime(j); !t.IsZero() {
+		return t.Time
+	}
+	return stopSince(j)
 }

@@ -5,6 +5,11 @@ import (
 	"testing"
 	"time"
 
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
 	routingv1alpha1 "github.com/schemagate/schemagate/api/v1alpha1"
 )
 
@@ -112,4 +117,44 @@ func TestDeletedContractJobRunsNothingAgainAndHoldsARevert(t *testing.T) {
 	if !w.stalledWith(routingv1alpha1.ReasonRollbackRefused) {
 		t.Fatalf("Stalled = %+v, want RollbackRefused", w.condition(routingv1alpha1.ConditionStalled))
 	}
+}
+
+// The wait for a migration that may still run is not for ever: the revert above, with the
+// migration Job failed (past its deadline) but one pod stuck terminating (its node gone). Nothing
+// of v1 is scaled up while the pod may run; after progressDeadlineSeconds Stalled says so and what a
+// person can do. Once the pod is gone the wait ends.
+func TestAWaitForAStuckMigrationPodStalls(t *testing.T) {
+	w := steadyOn(t, compat("", "1"))
+	w.update("app:v2", "2", "migrate:hang")
+	w.rsvc.Spec.Schema.Compatibility = compat("1", "2")
+	w.run(400, func() bool { return w.migrationJobsFor("2") == 1 })
+	w.update("app:v1", "1", "migrate:ok")
+	w.rsvc.Spec.Schema.Compatibility = compat("", "1")
+	stuck := w.now
+	for _, j := range w.jobs {
+		if j.Labels[LabelComponent] == ComponentMigration && j.Labels[LabelSchemaVersion] == "2" {
+			j.Status.Active, j.Status.Terminating = 0, ptr.To(int32(1))
+			j.Status.Conditions = []batchv1.JobCondition{{Type: batchv1.JobFailed, Status: corev1.ConditionTrue, Reason: "DeadlineExceeded", LastTransitionTime: metav1.NewTime(stuck)}}
+		}
+	}
+	limit := w.rsvc.Spec.Strategy.ProgressDeadline()
+	for w.now.Before(stuck.Add(limit - 2*time.Second)) {
+		w.step(time.Second)
+		if w.isTrue(routingv1alpha1.ConditionStalled) {
+			t.Fatalf("Stalled %s after %s, before progressDeadlineSeconds", w.reason(routingv1alpha1.ConditionStalled), w.now.Sub(stuck))
+		}
+	}
+	w.run(10, func() bool { return w.stalledWith(routingv1alpha1.ReasonWaitingForMigration) })
+	if c := w.condition(routingv1alpha1.ConditionStalled); !strings.Contains(c.Message, "only terminating ones") || !strings.Contains(c.Message, "kubectl delete pod --force") {
+		t.Fatalf("Stalled message %q must say the pods only terminate, and what a person can do", c.Message)
+	}
+	if got := w.shardImages(); got != "us-east=app:v2:3 eu-west=app:v2:3 ap-south=app:v2:3" {
+		t.Fatalf("v1 was scaled up while a pod of the migration to 2 may still run: %s", got)
+	}
+	for _, j := range w.jobs {
+		if j.Labels[LabelComponent] == ComponentMigration && j.Labels[LabelSchemaVersion] == "2" {
+			j.Status.Terminating = ptr.To(int32(0))
+		}
+	}
+	w.run(400, func() bool { return !w.stalledWith(routingv1alpha1.ReasonWaitingForMigration) })
 }
