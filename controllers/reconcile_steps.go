@@ -36,6 +36,10 @@ func (r *RoutingServiceReconciler) load(ctx context.Context, req ctrl.Request) (
 		return nil, ctrl.Result{}, err
 	}
 	if err := r.recordClustersUsed(ctx, rsvc); err != nil {
+		if apierrors.IsConflict(err) {
+			// The retirement controller wrote it meanwhile: read it again shortly.
+			return nil, ctrl.Result{RequeueAfter: 200 * time.Millisecond}, nil
+		}
 		return nil, ctrl.Result{}, err
 	}
 	if r.written.stale(req.NamespacedName, rsvc.ResourceVersion, r.Clock.Now()) {

@@ -131,10 +131,6 @@ func (r *RoutingServiceReconciler) reconcile(ctx context.Context, req ctrl.Reque
 	r.recordEvents(rsvc, plan.Events)
 	recordMetrics(rsvc, plan, recordedBy(stored, &plan.Status, in.observed.Measurements))
 	r.logDecision(log, req.NamespacedName, plan)
-	if err := r.retireSpokes(ctx, rsvc, stored, &plan.Status, in.spokes); err != nil {
-		return ctrl.Result{}, err
-	}
-	r.retireMovedShards(ctx, rsvc, stored, &plan.Status)
 	if applyErr != nil {
 		// A stale cache or a concurrent writer: look again shortly, with fresh objects.
 		log.V(1).Info("requeue after a conflicting write", "error", applyErr.Error())
@@ -261,5 +257,9 @@ func (r *RoutingServiceReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		// Changes in the spokes (their objects, their reachability) arrive on a channel.
 		b = b.WatchesRawSource(source.Channel(r.Spokes.Events(), &handler.EnqueueRequestForObject{}))
 	}
-	return b.Complete(r)
+	if err := b.Complete(r); err != nil {
+		return err
+	}
+	// A shard's earlier places are cleaned up by a small controller of their own.
+	return r.setupRetirement(mgr)
 }

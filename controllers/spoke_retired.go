@@ -132,7 +132,9 @@ func (r *RoutingServiceReconciler) setClustersUsed(ctx context.Context, rsvc *ro
 	if rsvc.Annotations[routingv1alpha1.AnnotationClustersUsed] == value {
 		return nil
 	}
-	patch := client.MergeFrom(rsvc.DeepCopy())
+	// With the resourceVersion read: the rollout's reconciler adds entries and the retirement
+	// controller drops them, and neither may overwrite what the other has just written.
+	patch := client.MergeFromWithOptions(rsvc.DeepCopy(), client.MergeFromWithOptimisticLock{})
 	if value == "" {
 		delete(rsvc.Annotations, routingv1alpha1.AnnotationClustersUsed)
 	} else {

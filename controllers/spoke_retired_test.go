@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	clocktesting "k8s.io/utils/clock/testing"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
+	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
@@ -169,5 +170,41 @@ func TestEventMemo(t *testing.T) {
 	m.forget(key)
 	if got := m.fresh(key, map[string]string{"b": "x"}); len(got) != 1 {
 		t.Fatalf("after forget: fresh %v", got)
+	}
+}
+
+// The retirement controller cleans up from the status alone: Ready for a minute, the removed
+// shard's place is cleaned up; Ready for a second, it waits for the rest of retireSettle and looks
+// again then.
+func TestRetirementController(t *testing.T) {
+	ctx := context.Background()
+	r, rsvc, spokeClient, _ := retireWorld(t, []routingv1alpha1.ShardSpec{{Name: "us", Replicas: 2}})
+	req := ctrl.Request{NamespacedName: client.ObjectKeyFromObject(rsvc)}
+	res, err := r.reconcileRetirement(ctx, req)
+	if err != nil || res.RequeueAfter != spokeRecheck {
+		t.Fatalf("reconcileRetirement = %+v, %v; want a look again while the entry remains", res, err)
+	}
+	if n := spokeSets(t, spokeClient); n != 0 {
+		t.Fatalf("Ready for a minute: %d ReplicaSets left where the removed shard ran", n)
+	}
+	// Nothing of it left there: the entry goes, and nothing more is asked.
+	if res, err = r.reconcileRetirement(ctx, req); err != nil || res.RequeueAfter != 0 {
+		t.Fatalf("reconcileRetirement = %+v, %v", res, err)
+	}
+	if err := r.Get(ctx, req.NamespacedName, rsvc); err != nil || len(readClustersUsed(rsvc)) != 0 {
+		t.Fatalf("clusters-used %+v (%v), want the entry dropped", readClustersUsed(rsvc), err)
+	}
+
+	r, rsvc, spokeClient, _ = retireWorld(t, []routingv1alpha1.ShardSpec{{Name: "us", Replicas: 2}})
+	rsvc.Status.Conditions[0].LastTransitionTime = metav1.NewTime(r.Clock.Now().Add(-time.Second))
+	if err := r.Update(ctx, rsvc); err != nil {
+		t.Fatal(err)
+	}
+	res, err = r.reconcileRetirement(ctx, req)
+	if err != nil || res.RequeueAfter < 8*time.Second || res.RequeueAfter > retireSettle {
+		t.Fatalf("Ready for 1 s: reconcileRetirement = %+v, %v; want a look again in about 9 s", res, err)
+	}
+	if n := spokeSets(t, spokeClient); n != 1 {
+		t.Fatalf("Ready for 1 s: %d ReplicaSets left, want the one untouched", n)
 	}
 }

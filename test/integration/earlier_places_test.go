@@ -34,13 +34,17 @@ func TestStoryContractWaitsForAShardsEarlierPlace(t *testing.T) {
 	})
 	waited := false
 	story.Eventually(t, 120*time.Second, "the contract complete, after the spoke was cleaned up", func() error {
+		// The Jobs first: a ReplicaSet still in the spoke after a Job was seen was there when
+		// the Job was created (read the other way round, a cleanup and a Job between the two
+		// reads would look like a Job beside the ReplicaSet).
+		jobs := kit.Jobs(t, ns)
 		left := 0
 		for _, rs := range spokeReplicaSets(t, spokeNS) {
 			if rs.DeletionTimestamp == nil {
 				left++
 			}
 		}
-		for _, j := range kit.Jobs(t, ns) {
+		for _, j := range jobs {
 			if j.Labels[rollout.LabelComponent] == rollout.ComponentContract && left > 0 {
 				t.Fatalf("contract Job %s exists while the spoke still runs %d eu-west ReplicaSets", j.Name, left)
 			}
@@ -94,13 +98,14 @@ func TestStoryBinaryFirstWaitsForAShardsEarlierPlace(t *testing.T) {
 	waited := false
 	const v2 = "us-east=app:v2:3/3 eu-west=app:v2:3/3 ap-south=app:v2:3/3"
 	story.Eventually(t, 120*time.Second, "the migration done after the spoke was cleaned up, v2 everywhere", func() error {
+		jobs := kit.Jobs(t, ns) // first, as above
 		left := 0
 		for _, rs := range spokeReplicaSets(t, spokeNS) {
 			if rs.DeletionTimestamp == nil && *rs.Spec.Replicas > 0 {
 				left++
 			}
 		}
-		for _, j := range kit.Jobs(t, ns) {
+		for _, j := range jobs {
 			if j.Name == rollout.MigrationJobName("rs-a", "2", 1) && left > 0 {
 				t.Fatalf("migration Job %s exists while the spoke still runs %d eu-west ReplicaSets of v1", j.Name, left)
 			}
