@@ -6,7 +6,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/meta"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -99,11 +98,11 @@ func (r *RoutingServiceReconciler) reconcileRetirement(ctx context.Context, req 
 // settleLeft is how long until st's Ready=True for the current generation has held for
 // retireSettle (0 when it is not True for it, or already has).
 func settleLeft(rsvc *routingv1alpha1.RoutingService, st *routingv1alpha1.RoutingServiceStatus, now time.Time) time.Duration {
-	c := meta.FindStatusCondition(st.Conditions, routingv1alpha1.ConditionReady)
-	if c == nil || c.Status != "True" || c.ObservedGeneration != rsvc.Generation || st.ObservedGeneration != rsvc.Generation {
+	since, ok := readySince(rsvc, st)
+	if !ok {
 		return 0
 	}
-	return max(0, c.LastTransitionTime.Add(retireSettle).Sub(now)) + time.Second/10
+	return max(0, since.Add(retireSettle).Sub(now)) + time.Second/10
 }
 
 // liveAnchors are the anchors of rsvc's current shards in other clusters, by shard, as their

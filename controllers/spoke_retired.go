@@ -302,9 +302,17 @@ func (r *RoutingServiceReconciler) reportRetirementsWaiting(rsvc *routingv1alpha
 // settledReady reports whether the stored status says Ready=True for the current generation, and
 // has for retireSettle.
 func settledReady(rsvc *routingv1alpha1.RoutingService, stored *routingv1alpha1.RoutingServiceStatus, now time.Time) bool {
-	c := meta.FindStatusCondition(stored.Conditions, routingv1alpha1.ConditionReady)
-	return c != nil && c.Status == metav1.ConditionTrue && stored.ObservedGeneration == rsvc.Generation &&
-		c.ObservedGeneration == rsvc.Generation && now.Sub(c.LastTransitionTime.Time) >= retireSettle
+	since, ok := readySince(rsvc, stored)
+	return ok && now.Sub(since) >= retireSettle
+}
+
+// readySince is when st's Ready became True, when it is True for the current generation (ok).
+func readySince(rsvc *routingv1alpha1.RoutingService, st *routingv1alpha1.RoutingServiceStatus) (since time.Time, ok bool) {
+	c := meta.FindStatusCondition(st.Conditions, routingv1alpha1.ConditionReady)
+	if c == nil || c.Status != metav1.ConditionTrue || st.ObservedGeneration != rsvc.Generation || c.ObservedGeneration != rsvc.Generation {
+		return time.Time{}, false
+	}
+	return c.LastTransitionTime.Time, true
 }
 
 // usedByAnotherRetired reports whether another retired entry, not yet cleaned up (not in done),
