@@ -73,7 +73,9 @@ func (r *RoutingServiceReconciler) observeRetiredPlaces(ctx context.Context, rsv
 	}
 	live := map[string]bool{} // anchor UID + shard of the current shards
 	for shard, sh := range spokes {
-		live[string(sh.anchor.UID)+"/"+shard] = true
+		if sh.anchor != nil { // none yet: the plan's Places create it
+			live[string(sh.anchor.UID)+"/"+shard] = true
+		}
 	}
 	for _, u := range retired {
 		e := rollout.EarlierPlace{Shard: u.Shard, Cluster: rollout.ClusterView{Name: u.Cluster.Name, State: routingv1alpha1.ClusterConnecting}}

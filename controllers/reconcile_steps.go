@@ -17,8 +17,7 @@ import (
 // Compute, applyPlan, the status write, then what follows it.
 
 // load reads the RoutingService and does what comes before deciding: a deleted one is forgotten,
-// one being deleted is finalized (finalizeSpokes), the finalizer and schemagate.io/clusters-used
-// are recorded, and a cache behind this manager's last status write is read past or waited for.
+// one being deleted is finalized (finalizeSpokes), the finalizer is added, and a cache behind this manager's last status write is read past or waited for.
 // It returns nil, with the result to return, when this reconcile decides nothing.
 func (r *RoutingServiceReconciler) load(ctx context.Context, req ctrl.Request) (*routingv1alpha1.RoutingService, ctrl.Result, error) {
 	rsvc := &routingv1alpha1.RoutingService{}
@@ -33,13 +32,6 @@ func (r *RoutingServiceReconciler) load(ctx context.Context, req ctrl.Request) (
 		return nil, res, err
 	}
 	if err := r.ensureFinalizer(ctx, rsvc); err != nil {
-		return nil, ctrl.Result{}, err
-	}
-	if err := r.recordClustersUsed(ctx, rsvc); err != nil {
-		if apierrors.IsConflict(err) {
-			// The retirement controller wrote it meanwhile: read it again shortly.
-			return nil, ctrl.Result{RequeueAfter: 200 * time.Millisecond}, nil
-		}
 		return nil, ctrl.Result{}, err
 	}
 	if r.written.stale(req.NamespacedName, rsvc.ResourceVersion, r.Clock.Now()) {
@@ -114,10 +106,13 @@ func (r *RoutingServiceReconciler) observeAll(ctx context.Context, rsvc *routing
 	return in, nil
 }
 
-// applyPlan applies the plan, and returns the plan whose status is written. The plan is decided
-// again only when the cluster refused part of it, so that this reconcile's status says so
-// (nothing is left only in a log line):
+// applyPlan applies the plan, and returns the plan whose status is written: its Places first
+// (applyPlaces: clusters-used, then each reached cluster's anchor), its disruption budgets, then
+// its actions. The plan is decided again only when the cluster refused part of it, so that this
+// reconcile's status says so (nothing is left only in a log line):
 //
+//   - a cluster's anchor could not be written: that shard is frozen, as below, before anything
+//     else is applied;
 //   - a PodDisruptionBudget refused (spoke_budgets.go, pdb.go): decided again with that refusal
 //     before anything else is applied (it holds that shard's rolling steps); a region whose API
 //     server failed its budget's write is frozen in that decision, as below;
@@ -131,24 +126,34 @@ func (r *RoutingServiceReconciler) observeAll(ctx context.Context, rsvc *routing
 // any other error, which fails the reconcile before its status write.
 func (r *RoutingServiceReconciler) applyPlan(ctx context.Context, rsvc *routingv1alpha1.RoutingService, in *observation, plan rollout.Plan) (_ rollout.Plan, applyErr, err error) {
 	log := logf.FromContext(ctx)
-	refusals, budgetDown, err := r.syncDisruptionBudgets(ctx, rsvc, in.spokes, plan.DisruptionBudgets)
+	placeDown, err := r.applyPlaces(ctx, rsvc, plan.Places, in.spokes)
 	if err != nil {
 		return plan, nil, err
 	}
-	if len(budgetDown) > 0 {
+	for shard := range placeDown {
+		delete(in.spokes, shard)
+	}
+	refusals, writeDown, err := r.syncDisruptionBudgets(ctx, rsvc, in.spokes, plan.DisruptionBudgets)
+	if err != nil {
+		return plan, nil, err
+	}
+	for shard, err := range placeDown {
+		writeDown = markDown(writeDown, shard, err)
+	}
+	if len(writeDown) > 0 {
 		// A region that failed its budget's write is frozen before any action is applied there.
-		frozenByWrite(rsvc, &in.observed, budgetDown)
-		for shard := range budgetDown {
+		frozenByWrite(rsvc, &in.observed, writeDown)
+		for shard := range writeDown {
 			delete(in.spokes, shard)
 		}
 	}
-	if len(refusals) > 0 || len(budgetDown) > 0 {
+	if len(refusals) > 0 || len(writeDown) > 0 {
 		in.observed.Refusals = refusals
 		plan = rollout.Compute(in.observed)
 	}
 	down, applyErr := r.apply(ctx, rsvc, plan.Actions, in.spokes)
 	name := client.ObjectKeyFromObject(rsvc)
-	for shard, err := range budgetDown {
+	for shard, err := range writeDown {
 		down = markDown(down, shard, err)
 	}
 	if applyErr == nil {

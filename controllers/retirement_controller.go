@@ -25,7 +25,7 @@ import (
 // wait while they still run, and the cleanup waits for nothing those wait for, so the two never
 // wait on each other.
 //
-// It writes clusters-used like the rollout's reconciler (recordClustersUsed), each with the
+// It writes clusters-used like the rollout's reconciler (applyPlaces), each with the
 // resourceVersion it read (setClustersUsed), so that neither drops an entry the other has just
 // written; a conflict is tried again.
 

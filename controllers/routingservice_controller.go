@@ -113,6 +113,10 @@ func (r *RoutingServiceReconciler) reconcile(ctx context.Context, req ctrl.Reque
 	// reconcile waits on an endpoint.
 	r.pending.start(r.measurer(), r.checkSecrets(rsvc.Namespace), rsvc, plan.Measurements)
 	plan, applyErr, err := r.applyPlan(ctx, rsvc, &in, plan)
+	if apierrors.IsConflict(err) {
+		// clusters-used was written meanwhile (applyPlaces): nothing was applied; decide again.
+		return ctrl.Result{RequeueAfter: 200 * time.Millisecond}, nil
+	}
 	if err != nil {
 		return ctrl.Result{}, err
 	}

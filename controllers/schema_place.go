@@ -46,7 +46,7 @@ func (r *RoutingServiceReconciler) observeSchemaJobs(ctx context.Context, rsvc *
 	sp.jobs = map[types.UID]bool{}
 	for i := range jobs.Items {
 		j := &jobs.Items[i]
-		if !rollout.IsSchemaComponent(j.Labels[rollout.LabelComponent]) || !metav1.IsControlledBy(j, sp.anchor) {
+		if !rollout.IsSchemaComponent(j.Labels[rollout.LabelComponent]) || sp.anchor == nil || !metav1.IsControlledBy(j, sp.anchor) {
 			continue
 		}
 		shown := j.DeepCopy()

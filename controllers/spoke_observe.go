@@ -19,17 +19,22 @@ import (
 )
 
 // spokeShard is a shard in another cluster, as this reconcile reached it: the connection its
-// writes go through and the anchor that owns its ReplicaSets there.
+// writes go through and the anchor that owns its ReplicaSets there (nil until the plan's Places
+// create it: spoke_places.go).
 type spokeShard struct {
 	conn   *spokeConn
 	anchor *corev1.ConfigMap
+	// takeoverFrom is the hub whose anchor this one takes over (schemagate.io/takeover); the
+	// anchor records it when the plan's Places write it.
+	takeoverFrom string
 	// jobs are the UIDs of the schema Jobs observed there (observeSchemaJobs).
 	jobs map[types.UID]bool
 }
 
 // observeSpokes adds what the planner needs of every shard with spec.shards[].cluster to o: the
 // state of its cluster (o.Clusters), and, where the cluster is reachable and its anchor is this
-// RoutingService's, its ReplicaSets and routing pods, read from the spoke's cache. The
+// RoutingService's (or there is none yet), its ReplicaSets and routing pods, read from the
+// spoke's cache. It writes nothing. The
 // ReplicaSets are shown to the planner as the hub's own would be (in the RoutingService's
 // namespace, controlled by it); apply turns them back. Only ReplicaSets the anchor controls, or
 // that no one controls, are shown; nothing in a spoke is ever deleted because it is missing here.
@@ -53,9 +58,10 @@ func (r *RoutingServiceReconciler) observeSpokes(ctx context.Context, rsvc *rout
 	o.Clusters = map[string]rollout.ClusterView{}
 	out := map[string]*spokeShard{}
 	type anchorMemo struct {
-		cm    *corev1.ConfigMap
-		why   string
-		state routingv1alpha1.ClusterState
+		cm       *corev1.ConfigMap
+		takeover string
+		why      string
+		state    routingv1alpha1.ClusterState
 	}
 	anchors := map[*spokeConn]anchorMemo{}
 	for _, shard := range rsvc.Spec.Shards {
@@ -73,7 +79,7 @@ func (r *RoutingServiceReconciler) observeSpokes(ctx context.Context, rsvc *rout
 		}
 		memo, ok := anchors[conn]
 		if !ok {
-			memo.cm, memo.why, memo.state = r.anchor(ctx, rsvc, conn)
+			memo.cm, memo.takeover, memo.why, memo.state = r.readAnchor(ctx, rsvc, conn)
 			anchors[conn] = memo
 		}
 		anchor := memo.cm
@@ -101,7 +107,7 @@ func (r *RoutingServiceReconciler) observeSpokes(ctx context.Context, rsvc *rout
 		for i := range rss.Items {
 			rs := &rss.Items[i]
 			ref := metav1.GetControllerOf(rs)
-			if ref != nil && ref.UID != anchor.UID {
+			if ref != nil && (anchor == nil || ref.UID != anchor.UID) {
 				continue // another owner's: never touched
 			}
 			shown := rs.DeepCopy()
@@ -113,7 +119,7 @@ func (r *RoutingServiceReconciler) observeSpokes(ctx context.Context, rsvc *rout
 		}
 		for i := range jobs.Items {
 			j := &jobs.Items[i]
-			if j.Labels[rollout.LabelComponent] != rollout.ComponentShardCheck || !metav1.IsControlledBy(j, anchor) {
+			if j.Labels[rollout.LabelComponent] != rollout.ComponentShardCheck || (anchor == nil || !metav1.IsControlledBy(j, anchor)) {
 				continue // only the shard's check Jobs, and only the anchor's: nothing else is read or adopted
 			}
 			shown := j.DeepCopy()
@@ -139,52 +145,41 @@ func (r *RoutingServiceReconciler) observeSpokes(ctx context.Context, rsvc *rout
 			o.AddPod(pod)
 		}
 		o.Clusters[shard.Name] = view
-		out[shard.Name] = &spokeShard{conn: conn, anchor: anchor}
+		out[shard.Name] = &spokeShard{conn: conn, anchor: anchor, takeoverFrom: memo.takeover}
 	}
 	return out
 }
 
-// anchor returns rsvc's anchor in conn's namespace, creating it when missing and bringing what it
-// records up to date. why is non-empty when the shard cannot be managed there, and state says how:
-// ManagedElsewhere when the anchor is not this RoutingService's as managed by this hub (and no
-// takeover of it was asked for; the anchor is returned unchanged), CredentialsRefused when the
-// spoke answered 401 or 403 to reading or writing it, Unreachable for any other error.
-func (r *RoutingServiceReconciler) anchor(ctx context.Context, rsvc *routingv1alpha1.RoutingService, conn *spokeConn) (*corev1.ConfigMap, string, routingv1alpha1.ClusterState) {
-	hub := r.Spokes.Hub
-	revisions := []string{rsvc.Status.StableRevision, rollout.Revision(&rsvc.Spec)}
-	cm := &corev1.ConfigMap{}
-	err := conn.cache.Get(ctx, client.ObjectKey{Namespace: conn.namespace, Name: spoke.AnchorName(rsvc.Name)}, cm)
+// readAnchor reads rsvc's anchor in conn's namespace; it writes nothing (the plan's Places make it
+// exist and record what it should: spoke_places.go). cm is nil when there is none yet: the place
+// is then empty of this RoutingService's objects. why is non-empty when the shard cannot be
+// managed there, and state says how: ManagedElsewhere when the anchor is not this RoutingService's
+// as managed by this hub and no takeover of it was asked for (cm is returned as read),
+// CredentialsRefused when the spoke answered 401 or 403, Unreachable for any other error.
+// takeoverFrom is the hub whose anchor the annotation schemagate.io/takeover asks to take over.
+func (r *RoutingServiceReconciler) readAnchor(ctx context.Context, rsvc *routingv1alpha1.RoutingService, conn *spokeConn) (cm *corev1.ConfigMap, takeoverFrom, why string, state routingv1alpha1.ClusterState) {
+	cm = &corev1.ConfigMap{}
+	key := client.ObjectKey{Namespace: conn.namespace, Name: spoke.AnchorName(rsvc.Name)}
+	err := conn.cache.Get(ctx, key, cm)
 	if apierrors.IsNotFound(err) {
-		// The cache may be behind a create of this reconcile's or a previous one's: ask directly.
-		err = conn.client.Get(ctx, client.ObjectKey{Namespace: conn.namespace, Name: spoke.AnchorName(rsvc.Name)}, cm)
+		// The cache may be behind a create of a previous reconcile's: ask directly.
+		err = conn.client.Get(ctx, key, cm)
 	}
 	if apierrors.IsNotFound(err) {
-		cm = spoke.NewAnchor(rsvc, conn.namespace, hub, revisions)
-		if err := conn.client.Create(ctx, cm); err != nil {
-			return nil, fmt.Sprintf("creating its anchor ConfigMap %s/%s: %v", conn.namespace, cm.Name, err), refusedOr(err)
-		}
-		return cm, "", ""
+		return nil, "", "", ""
 	}
 	if err != nil {
-		return nil, fmt.Sprintf("reading its anchor ConfigMap: %v", err), refusedOr(err)
+		return nil, "", fmt.Sprintf("reading its anchor ConfigMap: %v", err), refusedOr(err)
 	}
 	a := spoke.ReadAnchor(cm)
-	why := a.Owner(rsvc, hub)
-	takeover := why != "" && a.Namespace == rsvc.Namespace && a.Name == rsvc.Name && a.Hub != "" && rsvc.Annotations[routingv1alpha1.AnnotationTakeover] == a.Hub
-	if why != "" && !takeover {
-		return cm, why, routingv1alpha1.ClusterManagedElsewhere
+	why = a.Owner(rsvc, r.Spokes.Hub)
+	if why == "" {
+		return cm, "", "", ""
 	}
-	want := cm.DeepCopy()
-	spoke.SetAnchorData(want, rsvc, hub, revisions)
-	if takeover {
-		want.Data[spoke.KeyTakenOverFrom] = a.Hub
+	if a.Namespace == rsvc.Namespace && a.Name == rsvc.Name && a.Hub != "" && rsvc.Annotations[routingv1alpha1.AnnotationTakeover] == a.Hub {
+		return cm, a.Hub, "", ""
 	}
-	if !equalData(cm.Data, want.Data) {
-		if err := conn.client.Patch(ctx, want, client.MergeFromWithOptions(cm, client.MergeFromWithOptimisticLock{})); err != nil {
-			return nil, fmt.Sprintf("updating its anchor ConfigMap: %v", err), refusedOr(err)
-		}
-	}
-	return want, "", ""
+	return cm, "", why, routingv1alpha1.ClusterManagedElsewhere
 }
 
 // refusedOr is the cluster state a spoke's error means: CredentialsRefused for 401 and 403 (the

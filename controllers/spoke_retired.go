@@ -161,13 +161,6 @@ func dropOneRetired(rsvc *routingv1alpha1.RoutingService, entries []usedCluster)
 	return entries[:len(entries)-1]
 }
 
-// recordClustersUsed adds every cluster the spec names now to schemagate.io/clusters-used, before
-// anything is created there, so that a later spec that no longer names it still knows where to
-// clean up.
-func (r *RoutingServiceReconciler) recordClustersUsed(ctx context.Context, rsvc *routingv1alpha1.RoutingService) error {
-	return r.setClustersUsed(ctx, rsvc, append(readClustersUsed(rsvc), currentClusters(rsvc)...))
-}
-
 // retireSpokes cleans up the clusters a shard no longer runs in, once the update revision is
 // promoted and available everywhere the spec says (Ready=True in status): as for a shard removed
 // from spec.shards in one cluster, the pods that served it stay until the rollout is complete.

@@ -44,8 +44,8 @@ func spokeShardName(spokes map[string]*spokeShard, sp *spokeShard) string {
 	return ""
 }
 
-// frozenByWrite marks, in o, each shard of down as Unreachable for this reconcile, with the write
-// that failed and the API server's answer.
+// frozenByWrite marks, in o, each shard of down as Unreachable (CredentialsRefused for a 401 or
+// 403) for this reconcile, with the write that failed and the API server's answer.
 func frozenByWrite(rsvc *routingv1alpha1.RoutingService, o *rollout.Observed, down map[string]error) {
 	if o.Clusters == nil {
 		o.Clusters = map[string]rollout.ClusterView{}
@@ -55,8 +55,11 @@ func frozenByWrite(rsvc *routingv1alpha1.RoutingService, o *rollout.Observed, do
 		if view.Name == "" {
 			view.Name = clusterOf(rsvc, shard)
 		}
-		view.State = routingv1alpha1.ClusterUnreachable
-		view.Message = fmt.Sprintf("its API server failed a write: %v", err)
+		view.State, view.Message = routingv1alpha1.ClusterUnreachable, fmt.Sprintf("its API server failed a write: %v", err)
+		if refusedOr(err) == routingv1alpha1.ClusterCredentialsRefused {
+			// Its anchor's write was refused (401, 403: applyPlaces), as its reads would be.
+			view.State, view.Message = routingv1alpha1.ClusterCredentialsRefused, fmt.Sprintf("its API server refused a write: %v", err)
+		}
 		if len(view.Message) > 1024 {
 			view.Message = view.Message[:1024]
 		}

@@ -224,6 +224,9 @@ type Plan struct {
 	// its cluster, before it applies the actions; a budget the API server refuses comes back as
 	// an Observed.Refusal, which holds that shard's rolling steps.
 	DisruptionBudgets []*policyv1.PodDisruptionBudget
+	// Places are the clusters the spec's shards run in (places.go): recorded, and their anchors
+	// made to exist, before anything else is written.
+	Places []Place
 }
 
 func replicasOf(rs *appsv1.ReplicaSet) int32 {

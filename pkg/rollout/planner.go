@@ -27,6 +27,7 @@ import (
 // and the status, conditions included, is computed last, in one place (status.go).
 func Compute(o Observed) Plan {
 	p := newPlanner(o)
+	p.plan.Places = places(p.rsvc, p.status.StableRevision, p.update)
 	p.gateOpen = p.schemaGate()
 	paused := p.rsvc.Spec.Paused
 	if !paused {

@@ -214,3 +214,50 @@ func TestStoryASpokesBudgetErrorIsThatRegions(t *testing.T) {
 		return nil
 	})
 }
+
+// A place's anchor is its first write: with eu-west's spoke answering 500 to every ConfigMap
+// write, a new revision (whose revisions the anchor must record) reaches us-east in the hub,
+// eu-west's cluster is frozen with the anchor's failed write named, and nothing else is written
+// there (no ReplicaSet of the new revision). When the spoke answers again, the anchor records the
+// new revision and the rollout completes.
+func TestStoryASpokesAnchorIsWrittenFirst(t *testing.T) {
+	t.Parallel()
+	ns, spokeNS, proxy := steadyWithEUBehindAProxy(t)
+	ctx := context.Background()
+	proxy.only.Store("/configmaps")
+	proxy.failing.Store(true)
+	kit.Update(t, ns, func(r *routingv1alpha1.RoutingService) {
+		r.Spec.Template.Spec.Containers[0].Image = "app:v2"
+	})
+	story.Eventually(t, 60*time.Second, "us-east serves v2; eu-west's cluster is frozen by its anchor's write", func() error {
+		if err := kit.ServingIs(t, ns, "us-east=app:v2:3/3 ap-south=app:v1:3/3")(); err != nil {
+			return err
+		}
+		c := meta.FindStatusCondition(kit.Get(t, ns).Status.Conditions, routingv1alpha1.ConditionClustersReachable)
+		if c == nil || c.Status != metav1.ConditionFalse || !strings.Contains(c.Message, "failed a write") || !strings.Contains(c.Message, "anchor ConfigMap") {
+			return fmt.Errorf("ClustersReachable = %+v", c)
+		}
+		return nil
+	})
+	if proxy.failed.Load() == 0 {
+		t.Fatal("the anchor was never written while the spoke failed: the story tested nothing")
+	}
+	for _, rs := range spokeReplicaSets(t, spokeNS) {
+		if rs.Spec.Template.Spec.Containers[0].Image != "app:v1" {
+			t.Fatalf("ReplicaSet %s of the new revision was written to the spoke before its anchor", rs.Name)
+		}
+	}
+
+	proxy.failing.Store(false)
+	kit.WaitReady(t, ns, 60*time.Second)
+	if got := spokeServing(t, spokeNS); got != "app:v2:3/3" {
+		t.Fatalf("eu-west in the spoke serves %q, want v2", got)
+	}
+	anchor := &corev1.ConfigMap{}
+	if err := k8s.Get(ctx, client.ObjectKey{Namespace: spokeNS, Name: "rs-a-schemagate"}, anchor); err != nil {
+		t.Fatal(err)
+	}
+	if want := kit.Get(t, ns).Status.UpdateRevision; !strings.Contains(anchor.Data["revisions"], want) {
+		t.Fatalf("the anchor records revisions %q, want %s among them", anchor.Data["revisions"], want)
+	}
+}
