@@ -27,7 +27,7 @@ func typeChange(from, to string) (Class, string) {
 	case fb == "real" && tb == "double precision":
 		return Expand, "a wider floating-point type"
 	case fb == "numeric" && tb == "numeric":
-		if tm == nil || (fm != nil && len(fm) == 2 && len(tm) == 2 && tm[1] >= fm[1] && tm[0]-tm[1] >= fm[0]-fm[1]) {
+		if tm == nil || (len(fm) == 2 && len(tm) == 2 && tm[1] >= fm[1] && tm[0]-tm[1] >= fm[0]-fm[1]) {
 			return Expand, "every value of the old precision fits the new"
 		}
 		return Breaking, "values the old precision allowed no longer fit"
