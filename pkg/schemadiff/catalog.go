@@ -46,6 +46,16 @@ type Relation struct {
 	Indexes map[string]Index
 	// ViewDef is a view's pg_get_viewdef ("" for a table).
 	ViewDef string
+	// Triggers are the table's own triggers (not the ones constraints make), by name.
+	Triggers map[string]Trigger
+}
+
+// Trigger is one trigger of a table.
+type Trigger struct {
+	Def string
+	// FillsInserts is true for a BEFORE INSERT row trigger: it may set a column a writer leaves
+	// out, so a NOT NULL column without a default is not necessarily refused to old writers.
+	FillsInserts bool
 }
 
 // QualifiedName is schema.name, the schema left out when it is public.
@@ -125,6 +135,7 @@ func Capture(ctx context.Context, q Querier) (*Catalog, error) {
 		{"columns", c.readColumns},
 		{"constraints", c.readConstraints},
 		{"indexes", c.readIndexes},
+		{"triggers", c.readTriggers},
 		{"enum types", c.readEnums},
 	}
 	for _, s := range steps {
@@ -148,7 +159,7 @@ WHERE c.relkind IN ('r', 'p', 'v', 'm') AND `+userSchemas+` AND NOT (c.relname =
 	for rows.Next() {
 		var oid, node int64
 		var kind string
-		r := &Relation{Columns: map[int16]*Column{}, Constraints: map[string]Constraint{}, Indexes: map[string]Index{}}
+		r := &Relation{Columns: map[int16]*Column{}, Constraints: map[string]Constraint{}, Indexes: map[string]Index{}, Triggers: map[string]Trigger{}}
 		if err := rows.Scan(&oid, &r.Schema, &r.Name, &kind, &node, &r.ViewDef); err != nil {
 			return err
 		}
@@ -227,6 +238,37 @@ WHERE i.indrelid = ANY($1)`, c.oids())
 		}
 		if r := c.Relations[uint32(rel)]; r != nil {
 			r.Indexes[name] = ix
+		}
+	}
+	return rows.Err()
+}
+
+// Trigger types (pg_trigger.tgtype bits): a row trigger, fired before, on INSERT.
+const (
+	triggerRow    = 1 << 0
+	triggerBefore = 1 << 1
+	triggerInsert = 1 << 2
+)
+
+func (c *Catalog) readTriggers(ctx context.Context, q Querier) error {
+	rows, err := q.Query(ctx, `
+SELECT tgrelid::int8, tgname, pg_get_triggerdef(oid), tgtype::int4
+FROM pg_trigger WHERE NOT tgisinternal AND tgrelid = ANY($1)`, c.oids())
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var rel int64
+		var name string
+		var typ int32
+		var tg Trigger
+		if err := rows.Scan(&rel, &name, &tg.Def, &typ); err != nil {
+			return err
+		}
+		tg.FillsInserts = typ&(triggerRow|triggerBefore|triggerInsert) == triggerRow|triggerBefore|triggerInsert
+		if r := c.Relations[uint32(rel)]; r != nil {
+			r.Triggers[name] = tg
 		}
 	}
 	return rows.Err()

@@ -52,6 +52,7 @@ func diffRelation(b, a *Relation) []Change {
 	if rewritten && !marked {
 		out = append(out, Change{Class: Expand, Kind: TableRewritten, Table: name, Rewrite: true})
 	}
+	out = append(out, diffTriggers(name, b, a)...)
 	out = append(out, diffConstraints(name, b, a, columnsMoved)...)
 	out = append(out, diffIndexes(name, b, a, columnsMoved)...)
 	return out
@@ -99,14 +100,40 @@ func diffColumns(table string, b, a *Relation) (out []Change, moved bool) {
 			out = append(out, Change{Class: Conditional, Kind: ColumnDefault, Table: table, Column: ac.Name, From: bc.Default, To: ac.Default, Why: "a row written without it gets another value"})
 		}
 	}
+	filled := ""
+	for name, tg := range a.Triggers {
+		if tg.FillsInserts && (filled == "" || name < filled) {
+			filled = name
+		}
+	}
 	for _, ac := range addedByName {
 		c := Change{Class: Expand, Kind: ColumnAdded, Table: table, Column: ac.Name, To: ac.Type}
 		if ac.NotNull && ac.Default == "" && ac.Generated == 0 && b.Kind != 'v' && b.Kind != 'm' {
 			c.Class, c.Why = Breaking, "NOT NULL without a default: a binary that inserts rows without it fails"
+			if filled != "" {
+				c.Class, c.Why = Conditional, "NOT NULL without a default: the BEFORE INSERT trigger "+filled+" must fill it for a binary that inserts rows without it"
+			}
 		}
 		out = append(out, c)
 	}
 	return out, moved
+}
+
+func diffTriggers(table string, b, a *Relation) []Change {
+	var out []Change
+	for name, bt := range b.Triggers {
+		if at, ok := a.Triggers[name]; !ok {
+			out = append(out, Change{Class: Conditional, Kind: TriggerDropped, Table: table, Column: name, From: bt.Def, Why: "what it did for every writer is no longer done"})
+		} else if at.Def != bt.Def {
+			out = append(out, Change{Class: Conditional, Kind: TriggerChanged, Table: table, Column: name, From: bt.Def, To: at.Def})
+		}
+	}
+	for name, at := range a.Triggers {
+		if _, ok := b.Triggers[name]; !ok {
+			out = append(out, Change{Class: Conditional, Kind: TriggerAdded, Table: table, Column: name, To: at.Def, Why: "it acts on every writer's rows"})
+		}
+	}
+	return out
 }
 
 func diffConstraints(table string, b, a *Relation, columnsMoved bool) []Change {

@@ -42,6 +42,10 @@ var probeCases = []struct{ name, migration string }{
 	{"integer to bigint", `ALTER TABLE routes ALTER COLUMN weight TYPE bigint`},
 	{"enum ADD VALUE", `ALTER TYPE route_kind ADD VALUE 'redirect'`},
 	{"a NOT NULL column without a default", `ALTER TABLE routes ADD COLUMN region text NOT NULL DEFAULT 'eu'; ALTER TABLE routes ALTER COLUMN region DROP DEFAULT`},
+	{"a NOT NULL column without a default that a trigger fills", `ALTER TABLE routes ADD COLUMN region text;
+CREATE FUNCTION routes_region() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN NEW.region := coalesce(NEW.region, 'eu'); RETURN NEW; END $$;
+CREATE TRIGGER routes_region BEFORE INSERT ON routes FOR EACH ROW EXECUTE FUNCTION routes_region();
+UPDATE routes SET region = 'eu'; ALTER TABLE routes ALTER COLUMN region SET NOT NULL`},
 	{"a NOT NULL column with a default", `ALTER TABLE routes ADD COLUMN region text NOT NULL DEFAULT 'eu'`},
 	{"an expand: a table, a nullable column, an index", `CREATE TABLE certificates (host text PRIMARY KEY, pem text); ALTER TABLE routes ADD COLUMN tls boolean; CREATE INDEX routes_tls ON routes (tls)`},
 	{"a contract: a column dropped", `ALTER TABLE routes DROP COLUMN weight`},

@@ -53,7 +53,7 @@ func Run(ctx context.Context, q Querier, migrate func(context.Context) error) (*
 		return nil, err
 	}
 	if err := migrate(ctx); err != nil {
-		return NewReport([]Change{{Class: Failed, Kind: MigrationFailed, Why: tail(err.Error(), maxField)}}), nil
+		return NewReport([]Change{{Class: Failed, Kind: MigrationFailed, Why: tail(oneLine(err.Error()), maxField)}}), nil
 	}
 	after, err := Capture(ctx, q)
 	if err != nil {
@@ -167,6 +167,9 @@ func tail(s string, n int) string {
 		return s
 	}
 	s = s[len(s)-n:]
+	if i := strings.IndexByte(s, ' '); i >= 3 && i < n/4 {
+		return "…" + s[i:] // from a word's start
+	}
 	for len(s) > 0 && !utf8.RuneStart(s[0]) {
 		s = s[1:]
 	}

@@ -1,0 +1,3 @@
+-- +goose NO TRANSACTION
+-- +goose Up
+CREATE INDEX CONCURRENTLY routes_weight ON routes (weight);
