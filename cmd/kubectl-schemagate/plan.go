@@ -31,6 +31,7 @@ type planOptions struct {
 	offline  bool
 	exitCode bool
 	output   string
+	probe    probeOptions
 	// connect reaches the cluster (newClients, or fakes in tests).
 	connect func() (*clients, error)
 	// now is the clock the manager's decision is computed at (time.Now, or a fixed time in tests).
@@ -91,11 +92,25 @@ for a new RoutingService or --offline): plan prints that first decision (SchemaR
 whether the migration Job starts, the shards touched first). It is not computed when a shard runs
 in another cluster, or when a list is refused; plan says why.
 
+--migrations DIR probes the migration before merge: on a scratch PostgreSQL (--scratch-database
+or $SCHEMAGATE_SCRATCH_DATABASE_URL; it is emptied), the migrations in DIR are replayed with their
+own tool (--tool golang-migrate or goose) up to the version the database is at (the live
+status's; offline, --base's spec.schema.version, or --from), the catalog is captured, the
+migration to spec.schema.version (or, when the database is there, to spec.schema.contract's
+version) runs, and each change is classified: expand, conditional, breaking, or failed. A
+breaking change narrows every revision whose range is only assumed to the database's version:
+plan names the revisions it would break and the shards they serve, the way back it closes, and
+the fixes. --base FILE is the manifest as merged, for a CI job with no cluster.
+
 Exit codes: 0 success; 1 an error or an invalid manifest; with --exit-code, 2 when applying it
 starts a rollout (0 when it does not); 3, with or without --exit-code, when the manager would
-refuse it (its first decision is Stalled=True, or IncompatibleRevision).`,
+refuse it (its first decision is Stalled=True, or IncompatibleRevision); 4, with --migrations,
+when the migration fails on the scratch database or the probe finds what --fail-on names (by
+default a revision it breaks).`,
 		Example: `  kubectl schemagate plan -f edge-router.yaml
-  kustomize build overlays/prod | kubectl schemagate plan -f - edge-router --exit-code`,
+  kustomize build overlays/prod | kubectl schemagate plan -f - edge-router --exit-code
+  kubectl schemagate plan -f edge-router.yaml --offline --base base/edge-router.yaml \
+      --migrations migrations --tool golang-migrate --scratch-database postgres://ci@127.0.0.1/scratch`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			name := ""
@@ -109,6 +124,7 @@ refuse it (its first decision is Stalled=True, or IncompatibleRevision).`,
 	cmd.Flags().BoolVar(&o.offline, "offline", false, "do not read the live object: compare with nothing")
 	cmd.Flags().BoolVar(&o.exitCode, "exit-code", false, "exit 2 when applying FILE starts a rollout, 0 when it does not")
 	cmd.Flags().StringVarP(&o.output, "output", "o", "", "json or yaml: print the preview as data")
+	o.probe.addFlags(cmd)
 	_ = cmd.MarkFlagRequired("filename")
 	return cmd
 }
@@ -198,6 +214,17 @@ func (o *planOptions) run(ctx context.Context, flags *genericclioptions.ConfigFl
 		now = o.now
 	}
 	p := preview.ComputeDecided(live, next, read, now())
+	probeExit := 0
+	if o.probe.migrations != "" {
+		exit, note, err := o.probe.run(ctx, &p, next, live != nil)
+		if err != nil {
+			return err
+		}
+		if note != "" {
+			fmt.Fprintf(streams.ErrOut, "note: %s\n", note)
+		}
+		probeExit = exit
+	}
 	switch o.output {
 	case "json":
 		b, err := json.MarshalIndent(p, "", "  ")
@@ -218,6 +245,9 @@ func (o *planOptions) run(ctx context.Context, flags *genericclioptions.ConfigFl
 	}
 	if p.Refused != "" {
 		return &exitError{code: planRefused, err: fmt.Errorf("the manager would refuse %s/%s or stop on it: %s", next.Namespace, next.Name, p.Refused)}
+	}
+	if probeExit != 0 {
+		return &exitError{code: probeExit, err: fmt.Errorf("the migration probe found what --fail-on names in %s/%s (or the migration failed on the scratch database)", next.Namespace, next.Name)}
 	}
 	if o.exitCode && p.Rollout {
 		return &exitError{code: planRollout}

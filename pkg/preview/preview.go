@@ -49,6 +49,8 @@ type Preview struct {
 	Risks []Risk `json:"risks,omitempty"`
 	// Lifecycle is the schema lifecycle: expand, roll out, contract, and the revisions' ranges.
 	Lifecycle Lifecycle `json:"lifecycle"`
+	// Probe is what the migration probe found (plan --migrations), nil without one.
+	Probe *ProbeOutcome `json:"probe,omitempty"`
 	// Decision is what the manager's first reconcile of the manifest decides (its planner run on
 	// what plan read; decision.go); nil when it was not computed (Undecided says why) or not asked
 	// for (Compute, ComputeWith).

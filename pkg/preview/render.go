@@ -116,6 +116,9 @@ func (p Preview) Write(w io.Writer) error {
 	if p.Decision != nil || p.Undecided != "" {
 		p.writeDecision(&b)
 	}
+	if p.Probe != nil {
+		p.Probe.write(&b)
+	}
 	if len(p.Risks) > 0 {
 		b.WriteString("Risks:\n")
 		for _, r := range p.Risks {

@@ -17,27 +17,7 @@ var update = flag.Bool("update", false, "rewrite testdata/probes.golden from wha
 
 var pg *postgres.Server
 
-func TestMain(m *testing.M) {
-	flag.Parse()
-	os.Exit(run(m))
-}
-
-func run(m *testing.M) int {
-	dir, err := os.MkdirTemp("", "sgp-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	defer os.RemoveAll(dir)
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
-	if pg, err = postgres.Start(ctx, postgres.Options{Dir: filepath.Join(dir, "pg")}); err != nil {
-		fmt.Fprintln(os.Stderr, "starting PostgreSQL:", err)
-		return 1
-	}
-	defer pg.Close()
-	return m.Run()
-}
+func TestMain(m *testing.M) { os.Exit(postgres.RunTests(m, &pg)) }
 
 // TestProbes runs each tool, for real, on migration sets: the example router's naive change and
 // its expand/contract split (golang-migrate), a migration that fails and leaves golang-migrate's

@@ -8,7 +8,6 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -57,27 +56,7 @@ UPDATE routes SET region = 'eu'; ALTER TABLE routes ALTER COLUMN region SET NOT 
 
 var pg *postgres.Server
 
-func TestMain(m *testing.M) {
-	flag.Parse()
-	os.Exit(run(m))
-}
-
-func run(m *testing.M) int {
-	dir, err := os.MkdirTemp("", "sgd-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	defer os.RemoveAll(dir)
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
-	if pg, err = postgres.Start(ctx, postgres.Options{Dir: filepath.Join(dir, "pg")}); err != nil {
-		fmt.Fprintln(os.Stderr, "starting PostgreSQL:", err)
-		return 1
-	}
-	defer pg.Close()
-	return m.Run()
-}
+func TestMain(m *testing.M) { os.Exit(postgres.RunTests(m, &pg)) }
 
 // TestProbeReports runs each case's migration on a real PostgreSQL at v1 and compares the reports
 // with testdata/probe.golden (go test -update rewrites it).

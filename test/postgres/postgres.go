@@ -594,3 +594,25 @@ func alive(pid int) bool {
 	st, ok := procStat(pid)
 	return ok && st.state != 'Z' && st.state != 'X'
 }
+
+// RunTests is a test binary's TestMain around one server: it starts it in a temporary directory
+// (within 3 minutes), sets *srv, runs m, stops the server and returns m's exit code (1, with the
+// reason on stderr, when the server did not start).
+func RunTests(m interface{ Run() int }, srv **Server) int {
+	dir, err := os.MkdirTemp("", "pg-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer os.RemoveAll(dir)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	s, err := Start(ctx, Options{Dir: filepath.Join(dir, "pg")})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "starting PostgreSQL:", err)
+		return 1
+	}
+	defer s.Close()
+	*srv = s
+	return m.Run()
+}

@@ -1,0 +1,147 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"k8s.io/cli-runtime/pkg/genericclioptions"
+	"k8s.io/cli-runtime/pkg/genericiooptions"
+	"sigs.k8s.io/yaml"
+
+	"github.com/schemagate/schemagate/test/postgres"
+)
+
+// sampleAt writes the sample manifest at schema version, with image tag tag, and, when contract
+// is not "", a contract to that version; compat, when not nil, declares the revision's range.
+func sampleAt(t *testing.T, version, tag, contract string, compat map[string]any) string {
+	t.Helper()
+	raw, err := os.ReadFile(samplePath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var obj map[string]any
+	if err := yaml.Unmarshal(raw, &obj); err != nil {
+		t.Fatal(err)
+	}
+	spec := obj["spec"].(map[string]any)
+	containers := spec["template"].(map[string]any)["spec"].(map[string]any)["containers"].([]any)
+	containers[0].(map[string]any)["image"] = "registry.example/edge-router:" + tag
+	s := spec["schema"].(map[string]any)
+	s["version"] = version
+	if compat != nil {
+		s["compatibility"] = compat
+	}
+	if contract != "" {
+		s["contract"] = map[string]any{"version": contract, "migration": s["migration"]}
+	}
+	b, err := yaml.Marshal(obj)
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "edge-router.yaml")
+	if err := os.WriteFile(path, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// plan --migrations probes the example router's migrations for real (golang-migrate on a real
+// PostgreSQL), offline against a base manifest, as the example CI job does: the naive in-place
+// change breaks the base revision, whose range is assumed (exit 4, and the fixes); its expand
+// passes on the assumption, which is said; its contract breaks the manifest's own revision unless
+// that declares the contracted schema (then the declaration stands, with a warning).
+func TestPlanProbesTheMigration(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	pg, err := postgres.Start(ctx, postgres.Options{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { pg.Close() })
+	if err := pg.CreateDatabase(ctx, "scratch"); err != nil {
+		t.Fatal(err)
+	}
+	example := filepath.Join("..", "..", "examples", "edge-router")
+	v1 := sampleAt(t, "1", "v1", "", nil)
+	v2 := sampleAt(t, "2", "v2", "", nil)
+	v2Declared := sampleAt(t, "2", "v2", "", map[string]any{"min": "2", "max": "3"})
+	for _, c := range []struct {
+		name, base, next, migrations string
+		exit                         int
+		want                         []string
+	}{
+		{"the naive change", v1, v2, "migrations-naive", planProbeFailed, []string{
+			"verdict: breaking", "breaking column-type routes.upstream: text → jsonb [rewrites the table]",
+			"! breaks revision", "(serving us-east, eu-west, ap-south)", "narrows it to [1, 1]", "fix: declare the range", "! closes the way back to revision"}},
+		{"its expand", v1, v2, "migrations-expand-contract", 0, []string{
+			"verdict: conditional", "passes only on its assumed range [1, ∞)"}},
+		{"its contract, nothing declared", v2, sampleAt(t, "2", "v2", "3", nil), "migrations-expand-contract", planProbeFailed, []string{
+			"schema 2 → 3", "breaking column-dropped routes.upstream", "! breaks revision"}},
+		{"its contract, the JSON binary declares [2, 3]", v2Declared, sampleAt(t, "2", "v2", "3", map[string]any{"min": "2", "max": "3"}), "migrations-expand-contract", 0, []string{
+			"breaking column-dropped routes.upstream", "declares [2, 3], which contains 3, but the probe reports a breaking change"}},
+	} {
+		out, err := planOffline(t, planOptions{file: c.next, probe: probeOptions{
+			migrations: filepath.Join(example, c.migrations), tool: "golang-migrate", scratch: pg.URL("scratch"), base: c.base, failOn: []string{failOnBreaking},
+		}}, "", "")
+		code := 0
+		var ee *exitError
+		if errors.As(err, &ee) {
+			code = ee.code
+		} else if err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		if code != c.exit {
+			t.Errorf("%s: exit %d, want %d (%v)\n%s", c.name, code, c.exit, err, out)
+		}
+		for _, w := range c.want {
+			if !strings.Contains(out, w) {
+				t.Errorf("%s: the output lacks %q:\n%s", c.name, w, out)
+			}
+		}
+	}
+}
+
+// The example CI job (examples/ci/schema-probe.yaml) runs plan with flags plan has.
+func TestTheExampleCIJobUsesPlansFlags(t *testing.T) {
+	raw, err := os.ReadFile(filepath.Join("..", "..", "examples", "ci", "schema-probe.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wf struct {
+		Jobs map[string]struct {
+			Steps []struct {
+				Run string `json:"run"`
+			} `json:"steps"`
+		} `json:"jobs"`
+	}
+	if err := yaml.Unmarshal(raw, &wf); err != nil {
+		t.Fatal(err)
+	}
+	cmd := newPlanCommand(genericclioptions.NewConfigFlags(false), genericiooptions.IOStreams{}, nil)
+	seen := 0
+	for _, job := range wf.Jobs {
+		for _, step := range job.Steps {
+			if !strings.Contains(step.Run, "kubectl-schemagate plan") {
+				continue
+			}
+			for _, f := range strings.Fields(strings.ReplaceAll(step.Run, "\\", " ")) {
+				if name, ok := strings.CutPrefix(f, "--"); ok {
+					seen++
+					if cmd.Flags().Lookup(name) == nil {
+						t.Errorf("the example runs plan with --%s, which plan does not have", name)
+					}
+				} else if n, ok := strings.CutPrefix(f, "-"); ok && cmd.Flags().ShorthandLookup(n) == nil {
+					t.Errorf("the example runs plan with -%s, which plan does not have", n)
+				}
+			}
+		}
+	}
+	if seen < 4 {
+		t.Fatalf("the example runs plan with %d flags: it no longer probes", seen)
+	}
+}
