@@ -9,6 +9,8 @@ database (one read-only transaction).
 Usage:
   schemagate-schema report --tool TOOL [flags]
   schemagate-schema run --tool TOOL [flags] -- COMMAND [ARG...]
+  schemagate-schema probe copy --catalog FILE [flags]
+  schemagate-schema probe report --catalog FILE [flags]
   schemagate-schema help            (also --help, and -h after a command)
 
 Commands:
@@ -20,6 +22,17 @@ Commands:
            database sessions are named by PGAPPNAME (unless set); any still there once it
            has exited, or 2s after a SIGTERM it ignores, are ended, so that none keeps
            waiting for a lock after the pod is gone.
+  probe    The steps around a migration run on a scratch database, to see what it changes
+           before it reaches the real one. copy: pg_dump --schema-only of the database in
+           $SOURCE_DATABASE_URL (read only: SELECT on its tables, as pg_read_all_data gives),
+           loaded with psql into the scratch database in $DATABASE_URL, with the rows of the
+           migration tools' own tables, so the migration command sees the version the source
+           is at; then the scratch catalog is written to --catalog. Run the migration command on
+           the scratch database next. report: the catalog again, compared with --catalog, each
+           change classified (expand, conditional, breaking), written as a probe report
+           (probe-report/v1) to the report path. Needs pg_dump and psql on the PATH (copy).
+           Flags: --catalog FILE (required), --database-url-env, --source-url-env (copy),
+           --report-path (report), --timeout (default 5m).
 
 Flags (report and run):
   --tool TOOL               golang-migrate, goose, flyway, atlas or liquibase (required)
@@ -63,6 +76,7 @@ Exit codes:
   0   report written; the database is clean
   1   usage error: unknown command, flag or tool, no command for run, the URL variable unset
       or unusable. Nothing is run or read.
+  probe: 0 done; 1 a usage error; 2 the step failed (nothing reported).
   2   no report: could not connect or read the version (or it is not a version), or could not
       write the report path. Nothing is written to the report path.
   3   report written; the database is dirty: a person must repair it. A check Job retries per

@@ -39,9 +39,11 @@ func realMain(args []string, stdin io.Reader, stdout, stderr io.Writer, getenv f
 	case "-h", "-help", "--help", "help":
 		fmt.Fprint(stdout, helpText)
 		return exitClean
+	case "probe":
+		return runProbe(args[1:], stdout, stderr, getenv)
 	case "report", "run":
 	default:
-		fmt.Fprintf(stderr, "%s: unknown command %q: want report or run; see %s --help\n", progName, args[0], progName)
+		fmt.Fprintf(stderr, "%s: unknown command %q: want report, run or probe; see %s --help\n", progName, args[0], progName)
 		return exitUsage
 	}
 	cfg, err := parseArgs(args[0], args[1:], getenv)
