@@ -145,3 +145,39 @@ func TestTheExampleCIJobUsesPlansFlags(t *testing.T) {
 		t.Fatalf("the example runs plan with %d flags: it no longer probes", seen)
 	}
 }
+
+// Against the live object, the probe starts from the version its status confirms and reads the
+// report against the revisions that serve: v1 (its range assumed) serves every shard of the
+// healthy state, and the naive change to 2 breaks it there (exit 4, with or without --exit-code).
+func TestPlanProbesAgainstTheLiveObject(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	pg, err := postgres.Start(ctx, postgres.Options{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { pg.Close() })
+	if err := pg.CreateDatabase(ctx, "scratch"); err != nil {
+		t.Fatal(err)
+	}
+	w := newWorld(t, "healthy", "2026-12-02T03:10:00Z")
+	goldenState(t, "healthy").build(w)
+	file := manifestOf(t, w, func(spec, schema map[string]any) {
+		spec["template"].(map[string]any)["spec"].(map[string]any)["containers"].([]any)[0].(map[string]any)["image"] = "app:v2"
+		schema["version"] = "2"
+	})
+	naive := filepath.Join("..", "..", "examples", "edge-router", "migrations-naive")
+	for _, extra := range [][]string{nil, {"--exit-code"}} {
+		args := append([]string{"-f", file, "--migrations", naive, "--scratch-database", pg.URL("scratch")}, extra...)
+		res := planAt(w.clients(), w.now, args...)
+		if res.code != planProbeFailed {
+			t.Fatalf("%v: exit %d, want %d\n%s\n%s", extra, res.code, planProbeFailed, res.out, res.err)
+		}
+		for _, want := range []string{"compared with the live object", "Migration probe: schema 1 → 2 on a scratch database",
+			"! breaks revision cc447w65w7 (serving us-east, eu-west, ap-south)"} {
+			if !strings.Contains(res.out, want) {
+				t.Errorf("%v: plan lacks %q:\n%s", extra, want, res.out)
+			}
+		}
+	}
+}

@@ -145,6 +145,12 @@ func contractPendingWorld(t *testing.T, edit func(spec, schema map[string]any)) 
 			p.Status.ContainerStatuses[0].State.Terminated.Message = `{"schemagate":"schema-report/v1","version":"2","dirty":false,"tool":"golang-migrate","time":"2026-12-02T02:52:10Z"}`
 		}
 	}
+	return w, manifestOf(t, w, edit)
+}
+
+// manifestOf writes a manifest file of w's live object with edit applied to its spec.
+func manifestOf(t *testing.T, w *world, edit func(spec, schema map[string]any)) string {
+	t.Helper()
 	manifest := w.u.DeepCopy()
 	delete(manifest.Object, "status")
 	manifest.SetResourceVersion("")
@@ -161,7 +167,7 @@ func contractPendingWorld(t *testing.T, edit func(spec, schema map[string]any)) 
 	if err := os.WriteFile(file, b, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	return w, file
+	return file
 }
 
 // plan against the cluster reads the ReplicaSets' schema ranges, and the manager's own planner
