@@ -42,6 +42,13 @@ var (
 		Help: "1 for each RoutingService's current step, labelled by the reason of its Ready condition.",
 	}, []string{"namespace", "name", "reason"})
 
+	// assumedRanges: schemagate_assumed_range_revisions{namespace, name}, the revisions that serve
+	// a shard on a range that is only assumed (no spec.schema.compatibility), per RoutingService.
+	assumedRanges = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "schemagate_assumed_range_revisions",
+		Help: "Revisions that serve a shard on a schema range that is assumed, not declared, per RoutingService.",
+	}, []string{"namespace", "name"})
+
 	// promotedShards: schemagate_promoted_shards{namespace, name}, shards promoted for the update revision.
 	promotedShards = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "schemagate_promoted_shards",
@@ -212,7 +219,7 @@ var checkResults = map[string]string{
 }
 
 func init() {
-	metrics.Registry.MustRegister(phaseDuration, rollouts, currentStep, promotedShards, shardChecks, checkMeasurements, schemaPhase, schemaPhaseClock, gateLatency, staleSkips, gateFreshReads)
+	metrics.Registry.MustRegister(phaseDuration, rollouts, currentStep, promotedShards, assumedRanges, shardChecks, checkMeasurements, schemaPhase, schemaPhaseClock, gateLatency, staleSkips, gateFreshReads)
 }
 
 // recordMetrics updates the metrics from a plan whose status was written.
@@ -252,6 +259,13 @@ func recordMetrics(rsvc *routingv1alpha1.RoutingService, plan rollout.Plan, take
 		}
 	}
 	promotedShards.WithLabelValues(rsvc.Namespace, rsvc.Name).Set(float64(promoted))
+	assumed := 0
+	for _, r := range plan.Status.Schema.Revisions {
+		if r.Assumed && len(r.Shards) > 0 {
+			assumed++
+		}
+	}
+	assumedRanges.WithLabelValues(rsvc.Namespace, rsvc.Name).Set(float64(assumed))
 	recordSchemaPhase(rsvc.Namespace, rsvc.Name, &plan.Status.Schema)
 	recordClusterMetrics(rsvc, plan.Status.Shards)
 	recordAlertMetrics(rsvc, plan)
@@ -263,6 +277,7 @@ func forgetMetrics(namespace, name string) {
 	rollouts.DeletePartialMatch(prometheus.Labels{"namespace": namespace, "name": name})
 	currentStep.DeletePartialMatch(prometheus.Labels{"namespace": namespace, "name": name})
 	promotedShards.DeletePartialMatch(prometheus.Labels{"namespace": namespace, "name": name})
+	assumedRanges.DeletePartialMatch(prometheus.Labels{"namespace": namespace, "name": name})
 	shardChecks.DeletePartialMatch(prometheus.Labels{"namespace": namespace, "name": name})
 	checkMeasurements.DeletePartialMatch(prometheus.Labels{"namespace": namespace, "name": name})
 	schemaPhase.DeletePartialMatch(prometheus.Labels{"namespace": namespace, "name": name})

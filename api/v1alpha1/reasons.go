@@ -103,6 +103,10 @@ const (
 	ReasonRollbackUnsafe = "RollbackUnsafe"
 	// ReasonRollbackAvailable: RollbackSafe=True.
 	ReasonRollbackAvailable = "RollbackAvailable"
+	// ReasonRollbackUnverified: RollbackSafe=Unknown: a revision a rollback would return to runs
+	// on the database's schema only by an assumed range (it declares none, and the database is
+	// past the version it was built for): whether its binary works there is not known.
+	ReasonRollbackUnverified = "RollbackUnverified"
 	// ReasonInvalidSchemaRange: spec.schema.compatibility is not a range of versions that contains
 	// spec.schema.version (a shape the API server cannot compare): no migration starts and no pod
 	// of the revision runs until the spec is fixed; Stalled=True.

@@ -10,6 +10,7 @@ import (
 const (
 	EventMigrationStarted    = "MigrationStarted"                             // a migration Job was created
 	EventBreakingMigration   = "BreakingMigration"                            // a migration started with allowBreakingMigration breaks a revision
+	EventAssumedSchemaRange  = "AssumedSchemaRange"                           // a revision serves past its own schema version on an assumed range
 	EventSchemaConfirmed     = routingv1alpha1.ReasonSchemaConfirmed          // the gate opened
 	EventMigrationFailed     = routingv1alpha1.ReasonMigrationFailed          // the Job failed
 	EventMigrationDeadline   = routingv1alpha1.ReasonMigrationDeadline        // the Job ran past its deadline

@@ -2,6 +2,7 @@ package rollout
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -233,6 +234,47 @@ func (p *planner) databaseVersion() string {
 	return v
 }
 
+// assumedPast names the rollback targets whose range is assumed and whose own version (the range's
+// min) is below db: they run on db only by the default, and a rollback to them is unverified.
+func assumedPast(targets []servingEntry, db string) []string {
+	var out []string
+	for _, e := range targets {
+		if e.rng.Assumed && db != "" && !schemaversion.AtLeast(e.rng.Min, db) {
+			name := fmt.Sprintf("revision %s (runs on %s)", revisionOf(e.rs), e.rng)
+			if !slices.Contains(out, name) {
+				out = append(out, name)
+			}
+		}
+	}
+	return out
+}
+
+// warnAssumedServing says, with a Warning Event, when a revision starts serving on a schema past
+// the version it was built for only by an assumed range (it declares none): the moment the
+// default is relied on. It is said once: a revision that the stored status already showed serving
+// past its version on an assumed range is not said again.
+func (p *planner) warnAssumedServing(revisions []routingv1alpha1.RevisionSchema, db string) {
+	relied := func(r routingv1alpha1.RevisionSchema, db string) bool {
+		return r.Assumed && len(r.Shards) > 0 && db != "" && schemaversion.Valid(r.Min) && !schemaversion.AtLeast(r.Min, db)
+	}
+	storedDB := p.rsvc.Status.Schema.ReportedVersion
+	if storedDB == "" {
+		storedDB = p.rsvc.Status.Schema.ConfirmedVersion
+	}
+	said := map[string]bool{}
+	for _, r := range p.rsvc.Status.Schema.Revisions {
+		if relied(r, storedDB) {
+			said[r.Revision] = true
+		}
+	}
+	for _, r := range revisions {
+		if relied(r, db) && !said[r.Revision] {
+			p.event(true, EventAssumedSchemaRange, "revision %s serves %s on schema %s, past the version %s it was built for, only because its range is assumed, not declared: a migration that breaks it is not refused; declare spec.schema.compatibility in its manifest (kubectl schemagate plan --migrations shows what a migration changes)",
+				r.Revision, strings.Join(r.Shards, ", "), db, r.Min)
+		}
+	}
+}
+
 // lifecycle computes the schema lifecycle's part of the status, in one place: the phase, the
 // ranges of the revisions that serve or that a rollback would return to, the RollbackSafe
 // condition, and DatabaseAhead when a serving revision does not run on the database's version.
@@ -286,10 +328,18 @@ func (p *planner) lifecycle() {
 	case len(targets) == 0:
 		p.setCondition(routingv1alpha1.ConditionRollbackSafe, metav1.ConditionTrue, routingv1alpha1.ReasonRollbackAvailable, fmt.Sprintf(
 			"no shard has an earlier revision to roll back to from revision %s", p.update))
+	case len(assumedPast(targets, db)) > 0:
+		// Never "safe" on an assumption: the database is past the version such a revision was
+		// built for, and nothing but the default says it runs there.
+		p.setCondition(routingv1alpha1.ConditionRollbackSafe, metav1.ConditionUnknown, routingv1alpha1.ReasonRollbackUnverified, fmt.Sprintf(
+			"the database reports schema %s, past the version %s was built for, and its range is assumed, not declared: whether a rollback to it works is not known; declare the range it runs on (spec.schema.compatibility in its manifest)",
+			orNone(db), strings.Join(assumedPast(targets, db), ", ")))
 	default:
 		p.setCondition(routingv1alpha1.ConditionRollbackSafe, metav1.ConditionTrue, routingv1alpha1.ReasonRollbackAvailable, fmt.Sprintf(
 			"every revision a rollback would return to runs on the database's schema %s", orNone(db)))
 	}
+
+	p.warnAssumedServing(st.Revisions, db)
 
 	if p.stallReason != "" || p.rsvc.Spec.Schema.AllowBreakingMigration || db == "" {
 		return

@@ -376,3 +376,56 @@ func TestBinaryFirstRequeuesWhenTheLastShardIsPromoted(t *testing.T) {
 	}
 	t.Fatal("the rollout never completed")
 }
+
+// Status never calls a rollback safe on an assumption: once the database is at 2, v1 (which
+// declares no range, built for 1) is a rollback target that runs there only by the default, so
+// RollbackSafe is Unknown (RollbackUnverified) naming it, while the rollout goes on as before.
+// Had v1 declared [1, 2], the same moment is RollbackAvailable. On schema 1 (no migration yet, or
+// an image-only change), v1 runs on the version it was built for: safe.
+func TestRollbackIsUnverifiedOnAnAssumedRange(t *testing.T) {
+	for _, c := range []struct {
+		name   string
+		v1     *routingv1alpha1.SchemaCompatibility
+		status metav1.ConditionStatus
+		reason string
+	}{
+		{"v1 assumed", nil, metav1.ConditionUnknown, routingv1alpha1.ReasonRollbackUnverified},
+		{"v1 declares [1, 2]", compat("", "2"), metav1.ConditionTrue, routingv1alpha1.ReasonRollbackAvailable},
+	} {
+		w := steadyOn(t, c.v1)
+		if rs := w.condition(routingv1alpha1.ConditionRollbackSafe); rs == nil || rs.Status != metav1.ConditionTrue {
+			t.Fatalf("%s: steady on v1: RollbackSafe %+v", c.name, rs)
+		}
+		w.update("app:v2", "2", "migrate:ok")
+		w.rsvc.Spec.Schema.Compatibility = nil
+		w.run(200, func() bool {
+			ss := w.stepOf("us-east")
+			return ss != nil && ss.Step == routingv1alpha1.ShardStepBaking
+		})
+		rs := w.condition(routingv1alpha1.ConditionRollbackSafe)
+		if rs == nil || rs.Status != c.status || rs.Reason != c.reason {
+			t.Fatalf("%s: v2 baking in us-east on schema 2: RollbackSafe %+v, want %s %s", c.name, rs, c.status, c.reason)
+		}
+		if c.v1 == nil && !strings.Contains(rs.Message, "runs on [1, no newest) (assumed)") {
+			t.Fatalf("%s: the message does not name v1's assumed range: %q", c.name, rs.Message)
+		}
+		warned := 0
+		for _, e := range w.events {
+			if e.Reason == EventAssumedSchemaRange && e.Warning {
+				warned++
+			}
+		}
+		if want := map[bool]int{true: 1, false: 0}[c.v1 == nil]; warned != want {
+			t.Fatalf("%s: %d %s Warning Events, want %d: %+v", c.name, warned, EventAssumedSchemaRange, want, w.events)
+		}
+	}
+	w := steadyOn(t, nil)
+	w.rsvc.Spec.Template.Spec.Containers[0].Image = "app:v2" // an image-only change: still schema 1
+	w.run(200, func() bool {
+		ss := w.stepOf("us-east")
+		return ss != nil && ss.Step == routingv1alpha1.ShardStepBaking
+	})
+	if rs := w.condition(routingv1alpha1.ConditionRollbackSafe); rs == nil || rs.Status != metav1.ConditionTrue {
+		t.Fatalf("an image-only change on schema 1: RollbackSafe %+v, want True", rs)
+	}
+}
