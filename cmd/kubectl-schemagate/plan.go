@@ -142,6 +142,9 @@ func (o *planOptions) run(ctx context.Context, flags *genericclioptions.ConfigFl
 		defer f.Close()
 		in = f
 	}
+	if err := o.probe.flagsNeedMigrations(); err != nil {
+		return err
+	}
 	obj, err := pickRoutingService(in, o.file, name)
 	if err != nil {
 		return err
@@ -214,16 +217,16 @@ func (o *planOptions) run(ctx context.Context, flags *genericclioptions.ConfigFl
 		now = o.now
 	}
 	p := preview.ComputeDecided(live, next, read, now())
-	probeExit := 0
+	probeExit, probeWhy := 0, ""
 	if o.probe.migrations != "" {
-		exit, note, err := o.probe.run(ctx, &p, next, live != nil)
+		exit, why, note, err := o.probe.run(ctx, &p, next, live != nil)
 		if err != nil {
 			return err
 		}
 		if note != "" {
 			fmt.Fprintf(streams.ErrOut, "note: %s\n", note)
 		}
-		probeExit = exit
+		probeExit, probeWhy = exit, why
 	}
 	switch o.output {
 	case "json":
@@ -247,7 +250,7 @@ func (o *planOptions) run(ctx context.Context, flags *genericclioptions.ConfigFl
 		return &exitError{code: planRefused, err: fmt.Errorf("the manager would refuse %s/%s or stop on it: %s", next.Namespace, next.Name, p.Refused)}
 	}
 	if probeExit != 0 {
-		return &exitError{code: probeExit, err: fmt.Errorf("the migration probe found what --fail-on names in %s/%s (or the migration failed on the scratch database)", next.Namespace, next.Name)}
+		return &exitError{code: probeExit, err: fmt.Errorf("the migration probe of %s/%s (--fail-on %s): %s", next.Namespace, next.Name, strings.Join(o.probe.failOn, ","), probeWhy)}
 	}
 	if o.exitCode && p.Rollout {
 		return &exitError{code: planRollout}

@@ -84,6 +84,8 @@ func TestPlanProbesTheMigration(t *testing.T) {
 			"schema 2 → 3", "breaking column-dropped routes.upstream", "! breaks revision"}},
 		{"its contract, the JSON binary declares [2, 3]", v2Declared, sampleAt(t, "2", "v2", "3", map[string]any{"min": "2", "max": "3"}), "migrations-expand-contract", 0, []string{
 			"breaking column-dropped routes.upstream", "declares [2, 3], which contains 3, but the probe reports a breaking change"}},
+		{"its contract, the range declared in the contract's own change", v2, sampleAt(t, "2", "v2", "3", map[string]any{"min": "2", "max": "3"}), "migrations-expand-contract", 0, []string{
+			"(this manifest's revision) declares [2, 3]", "! closes the way back to revision"}},
 	} {
 		out, err := planOffline(t, planOptions{file: c.next, probe: probeOptions{
 			migrations: filepath.Join(example, c.migrations), tool: "golang-migrate", scratch: pg.URL("scratch"), base: c.base, failOn: []string{failOnBreaking},
@@ -178,6 +180,62 @@ func TestPlanProbesAgainstTheLiveObject(t *testing.T) {
 			if !strings.Contains(res.out, want) {
 				t.Errorf("%v: plan lacks %q:\n%s", extra, want, res.out)
 			}
+		}
+	}
+}
+
+// What a newcomer gets wrong is refused before anything runs, naming the flag; and with neither a
+// live object nor --base, a breaking change is read against the revision serving now, taken to run
+// on --from with its range assumed: never a silent pass.
+func TestPlanProbeRefusesMistakes(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	pg, err := postgres.Start(ctx, postgres.Options{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { pg.Close() })
+	if err := pg.CreateDatabase(ctx, "scratch"); err != nil {
+		t.Fatal(err)
+	}
+	example := filepath.Join("..", "..", "examples", "edge-router")
+	naive := filepath.Join(example, "migrations-naive")
+	v1, v2 := sampleAt(t, "1", "v1", "", nil), sampleAt(t, "2", "v2", "", nil)
+	for _, c := range []struct {
+		name string
+		p    probeOptions
+		exit int
+		want string
+	}{
+		{"--from against --base", probeOptions{migrations: naive, base: v1, from: "0"}, 1, "--from 0 disagrees with --base's spec.schema.version (1)"},
+		{"no such directory", probeOptions{migrations: filepath.Join(example, "nope"), base: v1}, 1, "no such file or directory"},
+		{"the parent directory", probeOptions{migrations: example, base: v1}, 1, "holds no golang-migrate migration files (*.up.sql)"},
+		{"another tool", probeOptions{migrations: naive, base: v1, tool: "flyway"}, 1, "the probe replays golang-migrate or goose migrations"},
+		{"--base without --migrations", probeOptions{base: v1}, 1, "add --migrations DIR"},
+		{"--from alone, a breaking change", probeOptions{migrations: naive, from: "1"}, planProbeFailed, "breaks revision (the revision serving now)"},
+	} {
+		c.p.scratch, c.p.failOn = pg.URL("scratch"), []string{failOnBreaking}
+		if c.p.tool == "" {
+			c.p.tool = "golang-migrate"
+		}
+		if c.p.migrations == "" && c.name == "--base without --migrations" {
+			c.p.scratch = ""
+		}
+		out, err := planOffline(t, planOptions{file: v2, probe: c.p}, "", "")
+		code := 0
+		var ee *exitError
+		switch {
+		case errors.As(err, &ee):
+			code = ee.code
+		case err != nil:
+			code = 1
+		}
+		text := out
+		if err != nil {
+			text += "\nerror: " + err.Error()
+		}
+		if code != c.exit || !strings.Contains(text, c.want) {
+			t.Errorf("%s: exit %d, want %d with %q:\n%s", c.name, code, c.exit, c.want, text)
 		}
 	}
 }

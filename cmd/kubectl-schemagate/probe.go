@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 
@@ -51,71 +52,97 @@ func (o *probeOptions) addFlags(cmd *cobra.Command) {
 }
 
 // run probes the migration from the database's version to next's, and sets p.Probe. exit is
-// planProbeFailed when a finding --fail-on names is there, or the migration failed.
-func (o *probeOptions) run(ctx context.Context, p *preview.Preview, next *routingv1alpha1.RoutingService, live bool) (exit int, note string, err error) {
+// planProbeFailed when a finding --fail-on names is there, or the migration failed; why says
+// which.
+func (o *probeOptions) run(ctx context.Context, p *preview.Preview, next *routingv1alpha1.RoutingService, live bool) (exit int, why, note string, err error) {
 	for _, f := range o.failOn {
 		if !slices.Contains([]string{failOnBreaking, failOnAssumed, failOnRollback}, f) {
-			return 0, "", fmt.Errorf("--fail-on %q: want breaking, assumed or rollback", f)
+			return 0, "", "", fmt.Errorf("--fail-on %q: want breaking, assumed or rollback", f)
 		}
+	}
+	if err := o.checkMigrations(); err != nil {
+		return 0, "", "", err
 	}
 	scratch := o.scratch
 	if scratch == "" {
 		scratch = os.Getenv(scratchEnv)
 	}
 	if scratch == "" {
-		return 0, "", fmt.Errorf("--migrations needs a scratch database: --scratch-database or $%s", scratchEnv)
+		return 0, "", "", fmt.Errorf("--migrations needs a scratch database: --scratch-database or $%s", scratchEnv)
 	}
 	var revisions []preview.RevisionRange
-	from := o.from
+	known, whose := "", ""
 	switch {
 	case live:
-		revisions = p.Lifecycle.Revisions
-		if from == "" {
-			from = p.Lifecycle.Database
-		}
+		revisions, known, whose = p.Lifecycle.Revisions, p.Lifecycle.Database, "the live status"
 	case o.base != "":
 		base, err := readBase(o.base)
 		if err != nil {
-			return 0, "", err
+			return 0, "", "", err
 		}
-		revisions = []preview.RevisionRange{preview.BaseRevision(base)}
-		if from == "" {
-			from = base.Spec.Schema.Version
-		}
-	default:
-		note = "no live object and no --base: which revisions serve is unknown, so the probe's report is not read against any"
+		revisions, known, whose = []preview.RevisionRange{preview.BaseRevision(base)}, base.Spec.Schema.Version, "--base's spec.schema.version"
+	}
+	from := known
+	switch {
+	case o.from != "" && known != "" && o.from != known:
+		return 0, "", "", fmt.Errorf("--from %s disagrees with %s (%s): leave --from out", o.from, whose, known)
+	case from == "":
+		from = o.from
 	}
 	if from == "" {
-		return 0, "", fmt.Errorf("--migrations: the version the database is at is unknown: give --from (or --base)")
+		return 0, "", "", fmt.Errorf("--migrations: the version the database is at is unknown: give --from (or --base)")
 	}
-	to, judged := next.Spec.Schema.Version, p.NextRevision
+	if !live && o.base == "" {
+		// Nothing says which revision serves: the one that does runs on the database's version,
+		// and nothing declares its range.
+		revisions = []preview.RevisionRange{{Revision: "(the revision serving now)", Min: from, Assumed: true, Source: "unknown", Stable: true}}
+		note = "no live object and no --base: the revision serving now is taken to run on schema " + from + " with its range assumed"
+	}
+	to := next.Spec.Schema.Version
+	judged, rollbackOnly := slices.DeleteFunc(slices.Clone(revisions), func(r preview.RevisionRange) bool { return r.Revision == p.NextRevision }), []preview.RevisionRange(nil)
 	if c := next.Spec.Schema.Contract; from == to && c != nil && c.Version != from {
-		// The migration left is the contract: the manifest's own revision serves on what it
-		// leaves, and is judged with the others.
-		to, judged = c.Version, ""
-		own := p.Lifecycle.Next
-		for _, s := range next.Spec.Shards {
-			own.Shards = append(own.Shards, s.Name)
-		}
-		revisions = append(slices.DeleteFunc(slices.Clone(revisions), func(r preview.RevisionRange) bool { return r.Revision == own.Revision }), own)
+		// The migration left is the contract: it runs once every shard serves the manifest's own
+		// revision, which is judged; the others only lose their way back.
+		to = c.Version
+		judged, rollbackOnly = []preview.RevisionRange{p.Lifecycle.Next}, judged
 	}
 	if from == to {
-		return 0, fmt.Sprintf("the database is at schema %s already: no migration to probe", to), nil
+		return 0, "", fmt.Sprintf("the database is at schema %s already: no migration to probe", to), nil
 	}
 	res, err := probe.Run(ctx, probe.Request{Tool: probe.Tool(o.tool), Migrations: os.DirFS(o.migrations), ScratchURL: scratch, From: from, To: to})
 	if err != nil {
-		return 0, "", fmt.Errorf("the migration probe could not run: %w", err)
+		return 0, "", "", fmt.Errorf("the migration probe could not run: %w", err)
 	}
-	outcome := preview.DecideProbe(res.Report, from, to, judged, revisions)
+	outcome := preview.DecideProbe(res.Report, from, to, judged, rollbackOnly)
 	p.Probe = &outcome
 	failed := res.Report.Verdict == schemadiff.Failed ||
 		(slices.Contains(o.failOn, failOnBreaking) && len(outcome.Broken) > 0) ||
 		(slices.Contains(o.failOn, failOnAssumed) && len(outcome.Assumed) > 0) ||
 		(slices.Contains(o.failOn, failOnRollback) && len(outcome.ClosesRollback) > 0)
 	if failed {
-		return planProbeFailed, note, nil
+		return planProbeFailed, outcome.Findings(), note, nil
 	}
-	return 0, note, nil
+	return 0, "", note, nil
+}
+
+// checkMigrations says, before anything runs, when --migrations is not a directory of the tool's
+// migration files.
+func (o *probeOptions) checkMigrations() error {
+	st, err := os.Stat(o.migrations)
+	if err != nil {
+		return fmt.Errorf("--migrations %s: %w", o.migrations, err)
+	}
+	if !st.IsDir() {
+		return fmt.Errorf("--migrations %s is not a directory", o.migrations)
+	}
+	pattern := map[string]string{string(probe.GolangMigrate): "*.up.sql", string(probe.Goose): "*.sql"}[o.tool]
+	if pattern == "" {
+		return fmt.Errorf("--tool %q: the probe replays golang-migrate or goose migrations (for another tool, run schemagate-schema probe copy and report around it)", o.tool)
+	}
+	if found, _ := filepath.Glob(filepath.Join(o.migrations, pattern)); len(found) == 0 {
+		return fmt.Errorf("--migrations %s holds no %s migration files (%s): give the directory that holds them", o.migrations, o.tool, pattern)
+	}
+	return nil
 }
 
 // readBase reads the RoutingService of the base manifest (the only one, or the one named as the
@@ -138,4 +165,12 @@ func readBase(path string) (*routingv1alpha1.RoutingService, error) {
 		return nil, fmt.Errorf("%s: no spec.schema.version", path)
 	}
 	return base, nil
+}
+
+// flagsNeedMigrations refuses the probe's flags without --migrations: they would do nothing.
+func (o *probeOptions) flagsNeedMigrations() error {
+	if o.migrations == "" && (o.base != "" || o.from != "" || o.scratch != "") {
+		return fmt.Errorf("--base, --from and --scratch-database are for the migration probe: add --migrations DIR")
+	}
+	return nil
 }

@@ -33,20 +33,18 @@ type ProbeOutcome struct {
 	ClosesRollback []RevisionRange `json:"closesRollback,omitempty"`
 }
 
-// DecideProbe reads report against revisions (what serves or a rollback returns to: the live
-// Lifecycle.Revisions, or BaseRevision offline). The revision named next is left out: the
-// manifest's own, built for To ("" when it is judged too, as for a contract it serves through).
-func DecideProbe(report *schemadiff.Report, from, to, next string, revisions []RevisionRange) ProbeOutcome {
+// DecideProbe reads report against the revisions that run on the database while and after the
+// migration runs (judged: for an expand, what serves or a rollback returns to, the manifest's own
+// revision left out, as it is built for To; for a contract, the manifest's own revision, which
+// serves through it) and the rollback targets whose way back it may close (rollbackOnly: for a
+// contract, the revisions it retires).
+func DecideProbe(report *schemadiff.Report, from, to string, judged, rollbackOnly []RevisionRange) ProbeOutcome {
 	o := ProbeOutcome{Report: report, From: from, To: to}
 	breaking := report.Verdict == schemadiff.Breaking
-	for _, r := range revisions {
-		if r.Revision == next {
-			continue
-		}
-		runsNow := r.contains(from)
+	for _, r := range judged {
 		effective := r
 		switch {
-		case breaking && r.Assumed && runsNow:
+		case breaking && r.Assumed && r.contains(from):
 			effective.Max = from
 			o.Broken = append(o.Broken, effective)
 		case breaking && !r.Assumed && r.contains(to):
@@ -58,7 +56,39 @@ func DecideProbe(report *schemadiff.Report, from, to, next string, revisions []R
 			o.ClosesRollback = append(o.ClosesRollback, effective)
 		}
 	}
+	for _, r := range rollbackOnly {
+		effective := r
+		if breaking && r.Assumed && r.contains(from) {
+			effective.Max = from
+		}
+		if !effective.contains(to) {
+			o.ClosesRollback = append(o.ClosesRollback, effective)
+		}
+	}
 	return o
+}
+
+// Findings says in a line what of o --fail-on can fail on: the revisions it breaks, those that
+// pass only on an assumed range, the ways back it closes.
+func (o ProbeOutcome) Findings() string {
+	var parts []string
+	for _, f := range []struct {
+		what string
+		rs   []RevisionRange
+	}{{"breaks", o.Broken}, {"passes only on an assumed range:", o.Assumed}, {"closes the way back to", o.ClosesRollback}} {
+		if len(f.rs) == 0 {
+			continue
+		}
+		var names []string
+		for _, r := range f.rs {
+			names = append(names, r.Revision)
+		}
+		parts = append(parts, f.what+" "+strings.Join(names, ", "))
+	}
+	if o.Report.Verdict == schemadiff.Failed {
+		parts = append([]string{"the migration failed on the scratch database"}, parts...)
+	}
+	return strings.Join(parts, "; ")
 }
 
 // BaseRevision is the revision a base manifest (the spec as merged, before the change under
@@ -101,7 +131,12 @@ func (o *ProbeOutcome) write(b *strings.Builder) {
 }
 
 func servingText(r RevisionRange) string {
-	if len(r.Shards) == 0 {
+	switch {
+	case r.Source == "manifest":
+		return " (this manifest's revision)"
+	case r.Source == "unknown":
+		return ""
+	case len(r.Shards) == 0:
 		return ""
 	}
 	return " (serving " + strings.Join(r.Shards, ", ") + ")"
