@@ -56,16 +56,7 @@ func sampleAt(t *testing.T, version, tag, contract string, compat map[string]any
 // passes on the assumption, which is said; its contract breaks the manifest's own revision unless
 // that declares the contracted schema (then the declaration stands, with a warning).
 func TestPlanProbesTheMigration(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
-	pg, err := postgres.Start(ctx, postgres.Options{Dir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { pg.Close() })
-	if err := pg.CreateDatabase(ctx, "scratch"); err != nil {
-		t.Fatal(err)
-	}
+	pg := scratchServer(t)
 	example := filepath.Join("..", "..", "examples", "edge-router")
 	v1 := sampleAt(t, "1", "v1", "", nil)
 	v2 := sampleAt(t, "2", "v2", "", nil)
@@ -152,16 +143,7 @@ func TestTheExampleCIJobUsesPlansFlags(t *testing.T) {
 // report against the revisions that serve: v1 (its range assumed) serves every shard of the
 // healthy state, and the naive change to 2 breaks it there (exit 4, with or without --exit-code).
 func TestPlanProbesAgainstTheLiveObject(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
-	pg, err := postgres.Start(ctx, postgres.Options{Dir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { pg.Close() })
-	if err := pg.CreateDatabase(ctx, "scratch"); err != nil {
-		t.Fatal(err)
-	}
+	pg := scratchServer(t)
 	w := newWorld(t, "healthy", "2026-12-02T03:10:00Z")
 	goldenState(t, "healthy").build(w)
 	file := manifestOf(t, w, func(spec, schema map[string]any) {
@@ -188,16 +170,7 @@ func TestPlanProbesAgainstTheLiveObject(t *testing.T) {
 // live object nor --base, a breaking change is read against the revision serving now, taken to run
 // on --from with its range assumed: never a silent pass.
 func TestPlanProbeRefusesMistakes(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
-	pg, err := postgres.Start(ctx, postgres.Options{Dir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { pg.Close() })
-	if err := pg.CreateDatabase(ctx, "scratch"); err != nil {
-		t.Fatal(err)
-	}
+	pg := scratchServer(t)
 	example := filepath.Join("..", "..", "examples", "edge-router")
 	naive := filepath.Join(example, "migrations-naive")
 	v1, v2 := sampleAt(t, "1", "v1", "", nil), sampleAt(t, "2", "v2", "", nil)
@@ -238,4 +211,20 @@ func TestPlanProbeRefusesMistakes(t *testing.T) {
 			t.Errorf("%s: exit %d, want %d with %q:\n%s", c.name, code, c.exit, c.want, text)
 		}
 	}
+}
+
+// scratchServer starts a real PostgreSQL for one test, with an empty database named scratch.
+func scratchServer(t *testing.T) *postgres.Server {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	pg, err := postgres.Start(ctx, postgres.Options{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { pg.Close() })
+	if err := pg.CreateDatabase(ctx, "scratch"); err != nil {
+		t.Fatal(err)
+	}
+	return pg
 }
