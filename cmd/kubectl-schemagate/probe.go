@@ -135,7 +135,7 @@ func (o *probeOptions) checkMigrations() error {
 	if !st.IsDir() {
 		return fmt.Errorf("--migrations %s is not a directory", o.migrations)
 	}
-	pattern := map[string]string{string(probe.GolangMigrate): "*.up.sql", string(probe.Goose): "*.sql"}[o.tool]
+	pattern := probe.Tool(o.tool).Pattern()
 	if pattern == "" {
 		return fmt.Errorf("--tool %q: the probe replays golang-migrate or goose migrations (for another tool, run schemagate-schema probe copy and report around it)", o.tool)
 	}

@@ -32,6 +32,18 @@ const (
 // Tools are the tools Run replays, in the order --help lists them.
 var Tools = []Tool{GolangMigrate, Goose}
 
+// Pattern is the file name pattern (path.Match) of the tool's migration files; "" for a tool
+// Run does not replay.
+func (t Tool) Pattern() string {
+	switch t {
+	case GolangMigrate:
+		return "*.up.sql"
+	case Goose:
+		return "*.sql"
+	}
+	return ""
+}
+
 // Request is one probe.
 type Request struct {
 	Tool Tool

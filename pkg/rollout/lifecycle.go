@@ -234,12 +234,18 @@ func (p *planner) databaseVersion() string {
 	return v
 }
 
-// assumedPast names the rollback targets whose range is assumed and whose own version (the range's
-// min) is below db: they run on db only by the default, and a rollback to them is unverified.
+// beyondAssumption reports whether a revision whose range is r runs on db only by the default: its
+// range is assumed, not declared, and db is past the version it was built for (r.Min).
+func beyondAssumption(r schemarange.Range, db string) bool {
+	return r.Assumed && db != "" && schemaversion.Valid(r.Min) && !schemaversion.AtLeast(r.Min, db)
+}
+
+// assumedPast names the rollback targets that run on db only by the default (beyondAssumption):
+// a rollback to them is unverified.
 func assumedPast(targets []servingEntry, db string) []string {
 	var out []string
 	for _, e := range targets {
-		if e.rng.Assumed && db != "" && !schemaversion.AtLeast(e.rng.Min, db) {
+		if beyondAssumption(e.rng, db) {
 			name := fmt.Sprintf("revision %s (runs on %s)", revisionOf(e.rs), e.rng)
 			if !slices.Contains(out, name) {
 				out = append(out, name)
@@ -255,7 +261,7 @@ func assumedPast(targets []servingEntry, db string) []string {
 // past its version on an assumed range is not said again.
 func (p *planner) warnAssumedServing(revisions []routingv1alpha1.RevisionSchema, db string) {
 	relied := func(r routingv1alpha1.RevisionSchema, db string) bool {
-		return r.Assumed && len(r.Shards) > 0 && db != "" && schemaversion.Valid(r.Min) && !schemaversion.AtLeast(r.Min, db)
+		return len(r.Shards) > 0 && beyondAssumption(schemarange.Range{Min: r.Min, Max: r.Max, Assumed: r.Assumed}, db)
 	}
 	storedDB := p.rsvc.Status.Schema.ReportedVersion
 	if storedDB == "" {
@@ -308,6 +314,7 @@ func (p *planner) lifecycle() {
 	var unsafe []string
 	var next []schemarange.Pending
 	targets := set.targets()
+	unverified := assumedPast(targets, db)
 	for _, e := range targets {
 		out := database.Outside(e.rng)
 		if !e.rng.Contains(db) || len(out) > 0 {
@@ -328,12 +335,12 @@ func (p *planner) lifecycle() {
 	case len(targets) == 0:
 		p.setCondition(routingv1alpha1.ConditionRollbackSafe, metav1.ConditionTrue, routingv1alpha1.ReasonRollbackAvailable, fmt.Sprintf(
 			"no shard has an earlier revision to roll back to from revision %s", p.update))
-	case len(assumedPast(targets, db)) > 0:
+	case len(unverified) > 0:
 		// Never "safe" on an assumption: the database is past the version such a revision was
 		// built for, and nothing but the default says it runs there.
 		p.setCondition(routingv1alpha1.ConditionRollbackSafe, metav1.ConditionUnknown, routingv1alpha1.ReasonRollbackUnverified, fmt.Sprintf(
 			"the database reports schema %s, past the version %s was built for, and its range is assumed, not declared: whether a rollback to it works is not known; declare the range it runs on (spec.schema.compatibility in its manifest)",
-			orNone(db), strings.Join(assumedPast(targets, db), ", ")))
+			orNone(db), strings.Join(unverified, ", ")))
 	default:
 		p.setCondition(routingv1alpha1.ConditionRollbackSafe, metav1.ConditionTrue, routingv1alpha1.ReasonRollbackAvailable, fmt.Sprintf(
 			"every revision a rollback would return to runs on the database's schema %s", orNone(db)))
