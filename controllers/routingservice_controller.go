@@ -51,6 +51,9 @@ type RoutingServiceReconciler struct {
 	// SpokeCleanupTimeout bounds how long a deletion waits for unreachable spokes (0:
 	// DefaultSpokeCleanupTimeout).
 	SpokeCleanupTimeout time.Duration
+	// Probe are the images migration probes run with (--probe-image, --probe-database-image);
+	// nil: no probe runs.
+	Probe *rollout.ProbeImages
 
 	measurerOnce sync.Once
 	pending      pendingMeasurements
@@ -163,7 +166,7 @@ func (r *RoutingServiceReconciler) measurer() *measure.Taker {
 // migrationPodOwner maps a migration or check pod to its RoutingService by the schemagate.io/name
 // label (the manager's cache holds only pods schemagate labelled).
 func migrationPodOwner(_ context.Context, o client.Object) []reconcile.Request {
-	if c := o.GetLabels()[rollout.LabelComponent]; (c != rollout.ComponentMigration && c != rollout.ComponentCheck && c != rollout.ComponentShardCheck && c != rollout.ComponentContract) || o.GetLabels()[rollout.LabelName] == "" {
+	if c := o.GetLabels()[rollout.LabelComponent]; (c != rollout.ComponentMigration && c != rollout.ComponentCheck && c != rollout.ComponentShardCheck && c != rollout.ComponentContract && c != rollout.ComponentProbe) || o.GetLabels()[rollout.LabelName] == "" {
 		return nil
 	}
 	return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: o.GetNamespace(), Name: o.GetLabels()[rollout.LabelName]}}}

@@ -40,7 +40,7 @@ func (r *RoutingServiceReconciler) observe(ctx context.Context, rsvc *routingv1a
 	if err := r.List(ctx, &podList, owned...); err != nil {
 		return rollout.Observed{}, fmt.Errorf("listing pods: %w", err)
 	}
-	o := rollout.Observed{RoutingService: rsvc, Now: r.Clock.Now(), TerminatingPods: map[types.UID]int32{}, RoutingPods: map[types.UID]int32{}}
+	o := rollout.Observed{RoutingService: rsvc, Now: r.Clock.Now(), TerminatingPods: map[types.UID]int32{}, RoutingPods: map[types.UID]int32{}, Probe: r.Probe}
 	for i := range podList.Items {
 		o.AddPod(&podList.Items[i])
 	}

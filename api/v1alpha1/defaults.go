@@ -13,6 +13,14 @@ import (
 // the CRD defaults on create and update, so a stored RoutingService has every field set; the
 // accessors below apply the same defaults to objects that never went through the API server
 // (objects built in Go, unit-test fixtures).
+// Defaults of spec.schema.probe (the CRD's defaults say the same; TestCRDDefaultsMatchGoConstants).
+const (
+	DefaultProbeMode                  = ProbeModeEnforce
+	DefaultProbeOnFailure             = ProbeFailureProceed
+	DefaultProbeDatabaseEnv           = "DATABASE_URL"
+	DefaultProbeActiveDeadlineSeconds = int64(300)
+)
+
 const (
 	// DefaultMaxSurge is spec.strategy.maxSurge's default: a percentage of the shard's replicas.
 	DefaultMaxSurge = "25%"
@@ -147,6 +155,38 @@ func (m *MigrationSpec) BackoffLimitOrDefault() int32 {
 // DefaultMigrationActiveDeadlineSeconds (600) when it is not set.
 func (m *MigrationSpec) ActiveDeadlineSecondsOrDefault() int64 {
 	return ptr.Deref(m.ActiveDeadlineSeconds, DefaultMigrationActiveDeadlineSeconds)
+}
+
+// ModeOrDefault returns mode, or Enforce when probe or its mode is not set.
+func (p *ProbeSpec) ModeOrDefault() ProbeMode {
+	if p == nil || p.Mode == "" {
+		return DefaultProbeMode
+	}
+	return p.Mode
+}
+
+// OnFailureOrDefault returns onFailure, or Proceed when probe or its onFailure is not set.
+func (p *ProbeSpec) OnFailureOrDefault() ProbeFailurePolicy {
+	if p == nil || p.OnFailure == "" {
+		return DefaultProbeOnFailure
+	}
+	return p.OnFailure
+}
+
+// DatabaseEnvOrDefault returns databaseEnv, or DATABASE_URL when it is not set.
+func (p *ProbeSpec) DatabaseEnvOrDefault() string {
+	if p == nil || p.DatabaseEnv == "" {
+		return DefaultProbeDatabaseEnv
+	}
+	return p.DatabaseEnv
+}
+
+// ActiveDeadlineSecondsOrDefault returns activeDeadlineSeconds, or 300 when it is not set.
+func (p *ProbeSpec) ActiveDeadlineSecondsOrDefault() int64 {
+	if p == nil || p.ActiveDeadlineSeconds == nil {
+		return DefaultProbeActiveDeadlineSeconds
+	}
+	return *p.ActiveDeadlineSeconds
 }
 
 // EvidenceOrDefault returns evidence, or DefaultSchemaEvidence (Report) when it is empty.

@@ -114,6 +114,23 @@ const (
 	// ReasonDatabaseAhead: the database reports a version outside the range of a revision that
 	// serves a shard; nothing scales up on that revision.
 	ReasonDatabaseAhead = "DatabaseAhead"
+	// ReasonProbing: SchemaReady=False while the migration probe (spec.schema.probe) runs on its
+	// scratch database; the migration Job starts once it has a verdict.
+	ReasonProbing = "Probing"
+	// ReasonBreakingChange: the migration is refused before its Job exists because its probe found
+	// a breaking change (a dropped or renamed column or table, an incompatible type change, a NOT
+	// NULL column with no default) and a revision that serves or that a rollback would return to
+	// runs on the database only by an assumed range; the message names the change, the revisions
+	// and the fixes. Stalled=True. As a Warning Event: the probe's breaking change contradicts a
+	// declared range (the declaration stands), or allowBreakingMigration lets it through.
+	ReasonBreakingChange = "BreakingChange"
+	// ReasonProbeMigrationFailed: the migration failed on the probe's scratch database, so it is
+	// not run on the database; Stalled=True until a retry annotation or a changed template.
+	ReasonProbeMigrationFailed = "ProbeMigrationFailed"
+	// ReasonProbeFailed: the probe could not run (its copy of the schema or its scratch database
+	// failed, its deadline passed). With spec.schema.probe.onFailure Proceed (the default) a
+	// Warning Event, and the migration starts as without a probe; with Hold, Stalled=True.
+	ReasonProbeFailed = "ProbeFailed"
 	// ReasonWaitingForContract: a new revision needs another expand while a contract is pending
 	// and its range does not cover both versions.
 	ReasonWaitingForContract = "WaitingForContract"

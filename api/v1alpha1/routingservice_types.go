@@ -138,6 +138,16 @@ type SchemaSpec struct {
 	// +optional
 	AllowBreakingMigration bool `json:"allowBreakingMigration,omitempty"`
 
+	// probe is the dry run of each migration before its Job exists: the team's migration
+	// container runs against a scratch PostgreSQL brought to the database's schema, and what it
+	// changes is classified (expand, conditional, breaking, failed). A breaking change narrows
+	// every revision whose range is only assumed to the database's version now, so the expand
+	// gate refuses the migration (BreakingChange) and a rollback to such a revision is refused
+	// once it ran. It runs when the manager is given a probe image (--probe-image) and mode is
+	// not Off (docs/schema-lifecycle.md, "The probe in the cluster").
+	// +optional
+	Probe *ProbeSpec `json:"probe,omitempty"`
+
 	// evidence says what confirms a schema version. Report (the default): the schema report a
 	// migration or check container writes to its termination message (docs/schema-report.md) must
 	// say the database is at version or above and not dirty; a Job that succeeds without one
@@ -219,6 +229,64 @@ type ContractSpec struct {
 	// +optional
 	RequireApproval bool `json:"requireApproval,omitempty"`
 }
+
+// ProbeSpec configures the migration probe (spec.schema.probe).
+type ProbeSpec struct {
+	// mode is Enforce (the default: the probe runs before each migration and its verdict feeds
+	// the gates) or Off (no probe runs; ranges stay as declared or assumed).
+	// +optional
+	// +kubebuilder:default=Enforce
+	Mode ProbeMode `json:"mode,omitempty"`
+
+	// onFailure is what happens when the probe cannot run (its copy of the schema fails, the
+	// scratch database does not start, it runs past its deadline): Proceed (the default: the
+	// migration starts as it would without a probe, and status.schema.probe and a Warning Event
+	// say the probe did not run) or Hold (the migration waits, Stalled with ProbeFailed, until
+	// a retry annotation or a changed migration template).
+	// +optional
+	// +kubebuilder:default=Proceed
+	OnFailure ProbeFailurePolicy `json:"onFailure,omitempty"`
+
+	// databaseEnv is the environment variable of the migration container that holds the
+	// database's URL: the probe's copy step reads the database through it (read-only), and the
+	// migration container runs with it pointed at the scratch database. Default DATABASE_URL.
+	// +optional
+	// +kubebuilder:default=DATABASE_URL
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^[A-Za-z_][A-Za-z0-9_]*$`
+	DatabaseEnv string `json:"databaseEnv,omitempty"`
+
+	// databaseImage is the scratch PostgreSQL's image: the same major version as the database.
+	// Default: the manager's --probe-database-image.
+	// +optional
+	// +kubebuilder:validation:MaxLength=512
+	DatabaseImage string `json:"databaseImage,omitempty"`
+
+	// activeDeadlineSeconds bounds the probe Job, in seconds. Default 300.
+	// +optional
+	// +kubebuilder:default=300
+	// +kubebuilder:validation:Minimum=10
+	// +kubebuilder:validation:Maximum=3600
+	ActiveDeadlineSeconds *int64 `json:"activeDeadlineSeconds,omitempty"`
+}
+
+// ProbeMode says whether the migration probe runs.
+// +kubebuilder:validation:Enum=Enforce;Off
+type ProbeMode string
+
+const (
+	ProbeModeEnforce ProbeMode = "Enforce"
+	ProbeModeOff     ProbeMode = "Off"
+)
+
+// ProbeFailurePolicy says what a probe that cannot run does to the migration.
+// +kubebuilder:validation:Enum=Proceed;Hold
+type ProbeFailurePolicy string
+
+const (
+	ProbeFailureProceed ProbeFailurePolicy = "Proceed"
+	ProbeFailureHold    ProbeFailurePolicy = "Hold"
+)
 
 // SchemaEvidence names what confirms a schema version.
 // +kubebuilder:validation:Enum=Report;JobSuccess
@@ -1151,6 +1219,35 @@ type SchemaStatus struct {
 	// contract reports the contract migration, when spec.schema.contract is set.
 	// +optional
 	Contract *ContractStatus `json:"contract,omitempty"`
+
+	// probe reports the migration probe of the required version (spec.schema.probe), read back
+	// from its Job on every reconcile.
+	// +optional
+	Probe *ProbeStatus `json:"probe,omitempty"`
+}
+
+// ProbeStatus is what the migration probe of one version found.
+type ProbeStatus struct {
+	// job is the probe Job.
+	// +optional
+	// +kubebuilder:validation:MaxLength=63
+	Job string `json:"job,omitempty"`
+	// from and to are the versions the probe took the scratch database from and to.
+	// +optional
+	// +kubebuilder:validation:MaxLength=63
+	From string `json:"from,omitempty"`
+	// +optional
+	// +kubebuilder:validation:MaxLength=63
+	To string `json:"to,omitempty"`
+	// verdict is Running, Expand, Conditional, Breaking, Failed (the migration failed on the
+	// scratch database) or Unavailable (the probe could not run).
+	// +optional
+	// +kubebuilder:validation:MaxLength=32
+	Verdict string `json:"verdict,omitempty"`
+	// changes are the changes the probe found, each with its class, at most 1024 bytes.
+	// +optional
+	// +kubebuilder:validation:MaxLength=1024
+	Changes string `json:"changes,omitempty"`
 }
 
 // SchemaPhase is a step of the schema lifecycle: expand, roll out, contract.

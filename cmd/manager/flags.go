@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/schemagate/schemagate/controllers"
+	"github.com/schemagate/schemagate/pkg/rollout"
 )
 
 // Defaults of the manager's flags (docs/manager.md says why each is what it is).
@@ -33,6 +34,8 @@ type managerFlags struct {
 	// hubID and spokeCleanupTimeout configure shards in other clusters (docs/clusters.md).
 	hubID               string
 	spokeCleanupTimeout time.Duration
+	// probeImage and probeDatabaseImage are the migration probe's images (docs/manager.md).
+	probeImage, probeDatabaseImage string
 }
 
 func bindManagerFlags(fs *flag.FlagSet) *managerFlags {
@@ -63,7 +66,19 @@ func bindManagerFlags(fs *flag.FlagSet) *managerFlags {
 		"This hub's identity, recorded in the anchor of every spoke it manages; a hub never writes a spoke whose anchor names another (schemagate.io/takeover hands it over). Empty: the UID of this cluster's kube-system namespace.")
 	fs.DurationVar(&f.spokeCleanupTimeout, "spoke-cleanup-timeout", controllers.DefaultSpokeCleanupTimeout,
 		"How long the deletion of a RoutingService waits for its unreachable spokes before it goes ahead and leaves their ReplicaSets running.")
+	fs.StringVar(&f.probeImage, "probe-image", "",
+		"Image holding /schemagate-schema (schemagate's own) that migration probe Jobs run their steps with. Empty: no migration probe runs (spec.schema.probe).")
+	fs.StringVar(&f.probeDatabaseImage, "probe-database-image", "",
+		"The scratch PostgreSQL image of migration probes (the official postgres image, the major version of your databases); spec.schema.probe.databaseImage overrides it. Empty: only RoutingServices that name their own probe.")
 	return f
+}
+
+// probeImages are the migration probe's images, or nil when --probe-image is empty.
+func (f *managerFlags) probeImages() *rollout.ProbeImages {
+	if f.probeImage == "" {
+		return nil
+	}
+	return &rollout.ProbeImages{Tools: f.probeImage, Database: f.probeDatabaseImage}
 }
 
 // resolve checks the parsed flags and returns the manager's configuration. Errors name the flag.

@@ -47,6 +47,7 @@ func main() {
 		APIReader:           mgr.GetAPIReader(),
 		Spokes:              &controllers.Spokes{Hub: hubID, Secrets: mgr.GetAPIReader(), Scheme: mgr.GetScheme()},
 		SpokeCleanupTimeout: flags.spokeCleanupTimeout,
+		Probe:               flags.probeImages(),
 	}).SetupWithManager(mgr); err != nil {
 		log.Error(err, "setting up the RoutingService controller")
 		os.Exit(1)

@@ -9,6 +9,7 @@ database (one read-only transaction).
 Usage:
   schemagate-schema report --tool TOOL [flags]
   schemagate-schema run --tool TOOL [flags] -- COMMAND [ARG...]
+  schemagate-schema probe install --to FILE
   schemagate-schema probe copy --catalog FILE [flags]
   schemagate-schema probe report --catalog FILE [flags]
   schemagate-schema help            (also --help, and -h after a command)
@@ -32,7 +33,8 @@ Commands:
            change classified (expand, conditional, breaking), written as a probe report
            (probe-report/v1) to the report path. Needs pg_dump and psql on the PATH (copy).
            Flags: --catalog FILE (required), --database-url-env, --source-url-env (copy),
-           --report-path (report), --timeout (default 5m).
+           --report-path (report), --timeout (default 5m). install: copies this binary to
+           --to FILE, for a probe pod whose other steps run in the database's image.
 
 Flags (report and run):
   --tool TOOL               golang-migrate, goose, flyway, atlas or liquibase (required)

@@ -50,6 +50,8 @@ func runProbe(args []string, stdout, stderr io.Writer, getenv func(string) strin
 	ctx, cancel := context.WithTimeout(context.Background(), cfg.timeout)
 	defer cancel()
 	switch cfg.step {
+	case "install":
+		err = probeInstall(cfg.catalog)
 	case "copy":
 		err = probeCopy(ctx, cfg, stderr)
 	default:
@@ -64,11 +66,14 @@ func runProbe(args []string, stdout, stderr io.Writer, getenv func(string) strin
 
 func parseProbeArgs(args []string, getenv func(string) string) (probeConfig, error) {
 	cfg := probeConfig{redact: newRedactor("")}
+	if len(args) > 0 && args[0] == "install" {
+		return parseInstallArgs(args[1:])
+	}
 	if len(args) == 0 || (args[0] != "copy" && args[0] != "report") {
 		if len(args) > 0 && (args[0] == "-h" || args[0] == "--help") {
 			return cfg, errHelp
 		}
-		return cfg, errors.New("probe needs a step: copy or report")
+		return cfg, errors.New("probe needs a step: install, copy or report")
 	}
 	cfg.step = args[0]
 	fs := flag.NewFlagSet(progName+" probe "+cfg.step, flag.ContinueOnError)
@@ -119,6 +124,9 @@ func parseProbeArgs(args []string, getenv func(string) string) (probeConfig, err
 // at and runs only what is newer. It then writes the scratch database's catalog to cfg.catalog.
 // The source is only read: pg_dump needs SELECT on its tables (pg_read_all_data does).
 func probeCopy(ctx context.Context, cfg probeConfig, stderr io.Writer) error {
+	if err := waitForScratch(ctx, cfg.scratchURL); err != nil {
+		return err
+	}
 	if err := pipeDump(ctx, cfg, []string{"--schema-only", "--no-owner", "--no-privileges", "--no-publications", "--no-subscriptions"}, stderr); err != nil {
 		return fmt.Errorf("copying the schema: %w", err)
 	}
@@ -236,4 +244,64 @@ func passwordOf(u string) string {
 	}
 	p, _ := parsed.User.Password()
 	return p
+}
+
+// parseInstallArgs reads `probe install --to FILE`; the path is kept in cfg.catalog.
+func parseInstallArgs(args []string) (probeConfig, error) {
+	cfg := probeConfig{step: "install", redact: newRedactor(""), timeout: time.Minute}
+	fs := flag.NewFlagSet(progName+" probe install", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	fs.StringVar(&cfg.catalog, "to", "", "the file schemagate-schema copies itself to")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return cfg, errHelp
+		}
+		return cfg, err
+	}
+	switch {
+	case fs.NArg() > 0:
+		return cfg, fmt.Errorf("probe install takes no arguments, got %q", fs.Args())
+	case cfg.catalog == "":
+		return cfg, errors.New("--to is required")
+	}
+	return cfg, nil
+}
+
+// probeInstall copies this executable to path (mode 0755): the probe pod's first step puts
+// schemagate-schema into a volume the database image's steps run it from.
+func probeInstall(path string) error {
+	self, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	in, err := os.Open(self)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	out, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o755)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(out, in); err != nil {
+		out.Close()
+		return err
+	}
+	return out.Close()
+}
+
+// waitForScratch waits, until ctx ends, for the scratch database to accept a connection: the
+// probe pod's sidecar may still be starting when the copy step does.
+func waitForScratch(ctx context.Context, scratchURL string) error {
+	for {
+		conn, err := pgx.Connect(ctx, scratchURL)
+		if err == nil {
+			return conn.Close(context.Background())
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("the scratch database does not answer: %w", err)
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
 }

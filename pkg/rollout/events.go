@@ -10,6 +10,8 @@ import (
 const (
 	EventMigrationStarted    = "MigrationStarted"                             // a migration Job was created
 	EventBreakingMigration   = "BreakingMigration"                            // a migration started with allowBreakingMigration breaks a revision
+	EventProbeStarted        = "ProbeStarted"                                 // a migration probe Job was created
+	EventProbeRetried        = "ProbeRetried"                                 // a retry started the next probe attempt
 	EventAssumedSchemaRange  = "AssumedSchemaRange"                           // a revision serves past its own schema version on an assumed range
 	EventSchemaConfirmed     = routingv1alpha1.ReasonSchemaConfirmed          // the gate opened
 	EventMigrationFailed     = routingv1alpha1.ReasonMigrationFailed          // the Job failed

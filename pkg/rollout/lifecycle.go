@@ -157,6 +157,16 @@ func (p *planner) incompatibleWith(version string) []incompatible {
 	return p.servingSet(nil, p.failureTargets()).excluding(version)
 }
 
+// anyAssumed reports whether a revision of list runs on an assumed range.
+func anyAssumed(list []incompatible) bool {
+	for _, in := range list {
+		if in.rng.Assumed {
+			return true
+		}
+	}
+	return false
+}
+
 func appendOnce(xs []string, x string) []string {
 	for _, y := range xs {
 		if y == x {
@@ -209,6 +219,12 @@ func (p *planner) expandGate() bool {
 		return false
 	case lifecycle.ExpandUnseen:
 		p.holdForUnseen(required, unseen)
+		return false
+	}
+	if found := p.probeFindings(); found != "" && anyAssumed(list) {
+		p.failSchema(routingv1alpha1.ReasonBreakingChange, fmt.Sprintf(
+			"the migration to schema %s is refused before its Job exists: %s; that breaks %s, whose range the probe narrowed to the database's version because it is only assumed (declared nowhere); revision %s (runs on %s) cannot run on the database's schema %s either. Fix it one of three ways: declare the range the old revision runs on (spec.schema.compatibility in its manifest), split the change into an expand (add the new column beside the old) and a later contract (spec.schema.contract), or set spec.schema.allowBreakingMigration for planned downtime",
+			required, found, describeIncompatible(list), p.update, p.updateRange(), orNone(current)))
 		return false
 	}
 	p.failSchema(routingv1alpha1.ReasonIncompatibleRevision, fmt.Sprintf(

@@ -30,7 +30,7 @@ func (o *Observed) AddPod(pod *corev1.Pod) bool {
 			}
 		}
 		o.RoutingPods[owner]++
-	case ComponentMigration, ComponentCheck, ComponentShardCheck, ComponentContract:
+	case ComponentMigration, ComponentCheck, ComponentShardCheck, ComponentContract, ComponentProbe:
 	default:
 		return false
 	}

@@ -57,6 +57,8 @@ type Observed struct {
 	// the RoutingService's own cluster for a shard since moved to another): what still runs there
 	// may serve, on the revision it ran, until the reconciler retires it (earlier.go).
 	EarlierPlaces []EarlierPlace
+	// Probe are the images the manager runs migration probes with (probe.go); nil: none runs.
+	Probe *ProbeImages
 }
 
 // EarlierPlace is one place a shard ran in before, as this reconcile found it.

@@ -115,6 +115,10 @@ type observedView struct {
 	checks []ownedJob
 	// contracts are the contract Jobs (spec.schema.contract) that count as evidence (contract.go).
 	contracts []ownedJob
+	// probes are the migration probe Jobs that count, with what each found; breakingFrom, the
+	// versions the breaking ones that still speak for the database start from (probe.go).
+	probes       []probeRun
+	breakingFrom []string
 	// frozen are the shards whose cluster is not Reachable, with what is known of it
 	// (clusters.go): no action touches them and they are never counted as promoted.
 	frozen map[string]ClusterView
@@ -274,6 +278,8 @@ func newPlanner(o Observed) *planner {
 	p.jobs = ownedJobs(rsvc, o.Jobs, ComponentMigration)
 	p.checks = ownedJobs(rsvc, o.Jobs, ComponentCheck)
 	p.contracts = ownedJobs(rsvc, o.Jobs, ComponentContract)
+	p.probes = ownedProbes(rsvc, o, p.now)
+	p.breakingFrom = breakingFroms(rsvc, p.probes, p.jobs)
 
 	p.sanitizeStatus()
 	p.readClusters()

@@ -92,11 +92,17 @@ func narrow(r schemarange.Range, a map[string]string) schemarange.Range {
 }
 
 // revisionRange is the schema range rs's revision runs on: the one place ranges of existing
-// ReplicaSets come from. The update revision's ReplicaSet runs on the spec's range (the spec is
+// ReplicaSets come from. A range only assumed is narrowed by the breaking migration probes that
+// speak for the database (probe.go). The update revision's ReplicaSet runs on the spec's range (the spec is
 // trusted; its range is part of the revision), narrowed by its annotations; any other runs on
 // what its annotations say, never wider than [RequiredSchema(rs), no newest) (rangeOfReplicaSet),
 // so that a hand edit cannot let an old revision run on a schema older than it requires.
 func (p *planner) revisionRange(rs *appsv1.ReplicaSet) schemarange.Range {
+	return p.probeNarrowed(p.declaredRange(rs))
+}
+
+// declaredRange is revisionRange before the migration probes narrow it.
+func (p *planner) declaredRange(rs *appsv1.ReplicaSet) schemarange.Range {
 	if rs == nil {
 		return schemarange.Range{}
 	}
@@ -131,14 +137,16 @@ func (p *planner) recordedRevisionRange(rs *appsv1.ReplicaSet) (schemarange.Rang
 	return r, true
 }
 
-// updateRange is the range of the update revision, from the spec; an invalid declared range is
+// updateRange is the range of the update revision, from the spec, narrowed by the breaking
+// migration probes that speak for the database (a spec reverted to a revision whose range is
+// only assumed does not run past what the probe found it cannot); an invalid declared range is
 // the empty range (the manager refuses it with InvalidSchemaRange).
 func (p *planner) updateRange() schemarange.Range {
 	r, err := schemarange.FromSpec(&p.rsvc.Spec.Schema)
 	if err != nil {
 		return schemarange.Range{}
 	}
-	return r
+	return p.probeNarrowed(r)
 }
 
 // validVersion reports whether v is a version the API allows (status.schema.revisions reports

@@ -72,6 +72,7 @@ func (p *planner) schemaGate() bool {
 	p.recordEarlyReports()
 	ev := evidence(p.readings)
 	p.recordEvidence(ev)
+	p.recordProbe()
 	confirmed := st.ConfirmedVersion
 
 	latest := p.latestAttempt(required)
@@ -238,6 +239,11 @@ func (p *planner) startMigration(attempt int32, note string, started func(name s
 			p.requeueAt(p.now.Add(5 * time.Second))
 			return
 		}
+	}
+	if !p.probeGate() {
+		// The probe runs first, or its verdict holds the migration (probe.go).
+		p.retryWaiting = p.retryWaiting || p.retry != ""
+		return
 	}
 	if p.refused("create", "Job", job.Name) {
 		// S-31: the API server refused this Job in this reconcile, so nothing started, and the

@@ -91,6 +91,8 @@ type world struct {
 	clusters map[string]ClusterView
 	// earlier are handed to the planner as Observed.EarlierPlaces (a shard's places before it moved).
 	earlier []EarlierPlace
+	// probe is handed to the planner as Observed.Probe (probe_test.go plays the probe Jobs).
+	probe *ProbeImages
 }
 
 func newWorld(t *testing.T) *world {
@@ -99,7 +101,7 @@ func newWorld(t *testing.T) *world {
 }
 
 func (w *world) observed() Observed {
-	o := Observed{RoutingService: w.rsvc.DeepCopy(), Now: w.now, Conflicts: w.conflicts, Refusals: w.refusals, Clusters: w.clusters, EarlierPlaces: w.earlier}
+	o := Observed{RoutingService: w.rsvc.DeepCopy(), Now: w.now, Conflicts: w.conflicts, Refusals: w.refusals, Clusters: w.clusters, EarlierPlaces: w.earlier, Probe: w.probe}
 	for _, rs := range w.rss {
 		if v, ok := w.clusters[rs.Labels[LabelShard]]; ok && v.State != routingv1alpha1.ClusterReachable {
 			// As the reconciler: a cluster that does not answer has no fresh list, and none is
@@ -354,6 +356,10 @@ func (w *world) tick() {
 				j.Status.Active, j.Status.Succeeded = 0, 1
 				j.Status.Conditions = completeConditions()
 			}
+			continue
+		}
+		if j.Labels[LabelComponent] == ComponentProbe {
+			w.playProbe(j)
 			continue
 		}
 		failed := false

@@ -75,3 +75,16 @@ func orNone(s string) string {
 	}
 	return s
 }
+
+// NarrowedByBreaking is r once a migration from the version from was found breaking by its probe
+// (a dropped column, an incompatible type change): a range that is only assumed and contains from
+// ends at from, since nothing says its binary does not use what the migration takes away. A
+// declared range is kept as declared (the team's word stands; the caller warns), and so is a
+// range that does not contain from (the migration does not start from a schema it runs on).
+func (r Range) NarrowedByBreaking(from string) Range {
+	if !r.Assumed || !r.Contains(from) {
+		return r
+	}
+	r.Max = from
+	return r
+}

@@ -25,6 +25,7 @@ import (
 
 	"github.com/schemagate/schemagate/controllers"
 	"github.com/schemagate/schemagate/pkg/measure"
+	"github.com/schemagate/schemagate/pkg/rollout"
 	"github.com/schemagate/schemagate/test/invariants"
 	"github.com/schemagate/schemagate/test/story"
 )
@@ -157,5 +158,8 @@ func suiteReconciler(mgr ctrl.Manager) *controllers.RoutingServiceReconciler {
 		Spokes: &controllers.Spokes{Hub: hubID, Secrets: mgr.GetAPIReader(), Scheme: mgr.GetScheme(),
 			ProbeInterval: time.Second, SecretRecheck: 2 * time.Second},
 		SpokeCleanupTimeout: 20 * time.Second,
+		// Migration probes run for the RoutingServices that name their scratch database's image
+		// (spec.schema.probe.databaseImage); the fake cluster plays them (probe_test.go).
+		Probe: &rollout.ProbeImages{Tools: "schemagate:test"},
 	}
 }
