@@ -242,6 +242,13 @@ func schemaText(s SchemaView) string {
 	if s.CheckJob != "" {
 		parts = append(parts, "check Job "+s.CheckJob)
 	}
+	if p := s.Probe; p != nil {
+		probe := fmt.Sprintf("probe Job %s: %s", p.Job, p.Verdict)
+		if p.Changes != "" {
+			probe += " (" + p.Changes + ")"
+		}
+		parts = append(parts, probe)
+	}
 	if s.Gate != "" {
 		parts = append(parts, "SchemaReady="+s.Gate)
 	}
@@ -258,6 +265,10 @@ func jobNode(j JobView) *node {
 		what = fmt.Sprintf("migration to schema %s, attempt %s", j.SchemaVersion, j.Attempt)
 	case "check":
 		what = fmt.Sprintf("schema check for %s, #%s", j.SchemaVersion, j.Attempt)
+	case "probe":
+		what = fmt.Sprintf("probe of the migration to schema %s, attempt %s", j.SchemaVersion, j.Attempt)
+	case "contract":
+		what = fmt.Sprintf("contract to schema %s, attempt %s", j.SchemaVersion, j.Attempt)
 	default:
 		what = "shard check"
 	}

@@ -77,6 +77,8 @@ type SchemaView struct {
 	MigrationJob string `json:"migrationJob,omitempty"`
 	Attempt      int32  `json:"attempt,omitempty"`
 	CheckJob     string `json:"checkJob,omitempty"`
+	// Probe is status.schema.probe: the migration probe of the required version.
+	Probe *routingv1alpha1.ProbeStatus `json:"probe,omitempty"`
 	// Gate is the SchemaReady condition: "True SchemaConfirmed", "False Migrating", ...
 	Gate string `json:"gate,omitempty"`
 	// Lifecycle is the expand → roll out → contract lifecycle, when the status reports one.
@@ -317,7 +319,7 @@ func BuildView(r *routingv1alpha1.RoutingService, objs Objects, now time.Time) *
 	st := r.Status.Schema
 	v.Schema = SchemaView{Required: r.Spec.Schema.Version, Confirmed: st.ConfirmedVersion, ConfirmedBy: st.ConfirmedBy,
 		Reported: st.ReportedVersion, ReportedBy: st.ReportedBy, Evidence: string(r.Spec.Schema.EvidenceOrDefault()),
-		MigrationJob: st.MigrationJob, Attempt: st.Attempt, CheckJob: st.CheckJob}
+		MigrationJob: st.MigrationJob, Attempt: st.Attempt, CheckJob: st.CheckJob, Probe: st.Probe}
 	if c := currentCondition(r, routingv1alpha1.ConditionSchemaReady); c != nil {
 		v.Schema.Gate = string(c.Status) + " " + c.Reason
 	}
@@ -328,11 +330,11 @@ func BuildView(r *routingv1alpha1.RoutingService, objs Objects, now time.Time) *
 
 	pods := podsByOwner(objs.Pods)
 	used := map[string]bool{}
-	// Migration, schema check and contract Jobs, oldest first.
+	// Migration, probe, schema check and contract Jobs, oldest first.
 	var shardJobs []batchv1.Job
 	for _, j := range sortedJobs(objs.Jobs) {
 		switch j.Labels[rollout.LabelComponent] {
-		case rollout.ComponentMigration, rollout.ComponentCheck, rollout.ComponentContract:
+		case rollout.ComponentMigration, rollout.ComponentCheck, rollout.ComponentContract, rollout.ComponentProbe:
 			v.Jobs = append(v.Jobs, jobView(j, pods, used, now))
 		case rollout.ComponentShardCheck:
 			shardJobs = append(shardJobs, j)

@@ -14,9 +14,9 @@ import (
 )
 
 // jobKinds are the components whose Jobs pruneJobs keeps a history of, each counted on its own.
-var jobKinds = []string{ComponentMigration, ComponentCheck, ComponentShardCheck}
+var jobKinds = []string{ComponentMigration, ComponentCheck, ComponentShardCheck, ComponentProbe}
 
-// pruneJobs deletes, for each kind of Job (migration, schema check, shard check), the oldest
+// pruneJobs deletes, for each kind of Job (migration, schema check, shard check, probe), the oldest
 // finished Jobs this RoutingService controls beyond spec.strategy.jobHistoryLimit, the way cleanup
 // prunes ReplicaSets beyond revisionHistoryLimit: the Jobs that still matter (jobsThatMatter) are
 // never deleted and count towards the limit; the oldest of the others go, by creation time (the API
@@ -99,6 +99,14 @@ func (p *planner) jobsThatMatter() map[*batchv1.Job]bool {
 	}
 	for _, oj := range beforeShard {
 		add(oj)
+	}
+	// The probes that narrow a range (probe.go), and the latest of the migration asked for now:
+	// the narrowing is read back from them.
+	for i := range p.probes {
+		run := &p.probes[i]
+		if p.narrows(run) || (schemaversion.Equal(run.version, required) && run.template == migrationTemplateHash(p.rsvc)) {
+			keep[run.job] = true
+		}
 	}
 	for _, j := range p.observed.Jobs {
 		if j == nil {

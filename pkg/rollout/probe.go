@@ -150,20 +150,32 @@ func (p *planner) probeOn() bool {
 // expand/contract split) narrows nothing. Read from the cluster on every reconcile.
 func breakingFroms(rsvc *routingv1alpha1.RoutingService, probes []probeRun, jobs []ownedJob) []string {
 	var out []string
-	for _, run := range probes {
-		if run.result.verdict != string(schemadiff.Breaking) || run.from == "" {
-			continue
-		}
-		applies := schemaversion.Equal(run.version, rsvc.Spec.Schema.Version) && run.template == migrationTemplateHash(rsvc)
-		for _, oj := range jobs {
-			applies = applies || (schemaversion.Equal(oj.version, run.version) && oj.job.Annotations[annotationMigrationTemplate] == run.template)
-		}
-		if applies {
-			out = appendOnce(out, run.from)
+	for i := range probes {
+		if speaksForDatabase(rsvc, &probes[i], jobs) {
+			out = appendOnce(out, probes[i].from)
 		}
 	}
 	return out
 }
+
+// speaksForDatabase reports whether run is a breaking probe whose narrowing holds (breakingFroms).
+func speaksForDatabase(rsvc *routingv1alpha1.RoutingService, run *probeRun, jobs []ownedJob) bool {
+	if run.result.verdict != string(schemadiff.Breaking) || run.from == "" {
+		return false
+	}
+	if schemaversion.Equal(run.version, rsvc.Spec.Schema.Version) && run.template == migrationTemplateHash(rsvc) {
+		return true
+	}
+	for _, oj := range jobs {
+		if schemaversion.Equal(oj.version, run.version) && oj.job.Annotations[annotationMigrationTemplate] == run.template {
+			return true
+		}
+	}
+	return false
+}
+
+// narrows reports whether run narrows ranges now: such a probe Job is kept (pruneJobs).
+func (p *planner) narrows(run *probeRun) bool { return speaksForDatabase(p.rsvc, run, p.jobs) }
 
 // probeNarrowed is r narrowed by every breaking probe that speaks for the database
 // (schemarange.NarrowedByBreaking): the narrowing of a range only assumed is recorded in the
