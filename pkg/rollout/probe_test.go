@@ -125,7 +125,9 @@ func TestProbeRefusesTheIncidentsChangeWithNothingDeclared(t *testing.T) {
 	// Planned downtime, chosen by a person: the migration runs (the probe is not run again).
 	w.rsvc.Spec.Schema.AllowBreakingMigration = true
 	w.rsvc.Generation++
-	w.run(200, func() bool { return w.isTrue(routingv1alpha1.ConditionReady) && w.rsvc.Status.StableRevision == w.rsvc.Status.UpdateRevision })
+	w.run(200, func() bool {
+		return w.isTrue(routingv1alpha1.ConditionReady) && w.rsvc.Status.StableRevision == w.rsvc.Status.UpdateRevision
+	})
 	if got := w.jobsOf(ComponentProbe); len(got) != 1 {
 		t.Fatalf("probe Jobs %v: a probe runs once per version and template", got)
 	}
@@ -156,7 +158,9 @@ func TestProbeLetsAnExpandThrough(t *testing.T) {
 	if c := w.condition(routingv1alpha1.ConditionSchemaReady); c.Reason != routingv1alpha1.ReasonProbing {
 		t.Fatalf("SchemaReady = %s, want Probing", c.Reason)
 	}
-	w.run(200, func() bool { return w.isTrue(routingv1alpha1.ConditionReady) && w.rsvc.Status.StableRevision == w.rsvc.Status.UpdateRevision })
+	w.run(200, func() bool {
+		return w.isTrue(routingv1alpha1.ConditionReady) && w.rsvc.Status.StableRevision == w.rsvc.Status.UpdateRevision
+	})
 	if pr := w.rsvc.Status.Schema.Probe; pr == nil || pr.Verdict != "expand" {
 		t.Fatalf("status.schema.probe = %+v", pr)
 	}
@@ -210,7 +214,9 @@ func TestProbeThatCannotRun(t *testing.T) {
 			}
 			w.update("app:v2", "2", "migrate:v2")
 			if !hold {
-				w.run(200, func() bool { return w.isTrue(routingv1alpha1.ConditionReady) && w.rsvc.Status.StableRevision == w.rsvc.Status.UpdateRevision })
+				w.run(200, func() bool {
+					return w.isTrue(routingv1alpha1.ConditionReady) && w.rsvc.Status.StableRevision == w.rsvc.Status.UpdateRevision
+				})
 				if !w.sawEvent(routingv1alpha1.ReasonProbeFailed) {
 					t.Error("no ProbeFailed Warning Event")
 				}
@@ -239,7 +245,9 @@ func TestProbeLeavesADeclaredRangeStanding(t *testing.T) {
 	w.probe = &ProbeImages{Tools: "schemagate:dev", Database: "postgres:16"}
 	w.update("app:v2", "2", "migrate:breaking")
 	w.rsvc.Spec.Schema.Compatibility = nil
-	w.run(200, func() bool { return w.isTrue(routingv1alpha1.ConditionReady) && w.rsvc.Status.StableRevision == w.rsvc.Status.UpdateRevision })
+	w.run(200, func() bool {
+		return w.isTrue(routingv1alpha1.ConditionReady) && w.rsvc.Status.StableRevision == w.rsvc.Status.UpdateRevision
+	})
 	if !w.sawEvent(routingv1alpha1.ReasonBreakingChange) {
 		t.Error("no BreakingChange Warning Event for the contradicted declaration")
 	}
@@ -250,7 +258,9 @@ func TestProbeOff(t *testing.T) {
 	w := probing(t)
 	w.rsvc.Spec.Schema.Probe = &routingv1alpha1.ProbeSpec{Mode: routingv1alpha1.ProbeModeOff}
 	w.update("app:v2", "2", "migrate:breaking")
-	w.run(200, func() bool { return w.isTrue(routingv1alpha1.ConditionReady) && w.rsvc.Status.StableRevision == w.rsvc.Status.UpdateRevision })
+	w.run(200, func() bool {
+		return w.isTrue(routingv1alpha1.ConditionReady) && w.rsvc.Status.StableRevision == w.rsvc.Status.UpdateRevision
+	})
 	if got := w.jobsOf(ComponentProbe); len(got) != 0 {
 		t.Fatalf("probe Jobs %v with mode Off", got)
 	}
