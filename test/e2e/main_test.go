@@ -30,6 +30,7 @@ import (
 	"github.com/schemagate/schemagate/controllers"
 	"github.com/schemagate/schemagate/test/invariants"
 	"github.com/schemagate/schemagate/test/localcluster"
+	"github.com/schemagate/schemagate/test/realstack"
 )
 
 var (
@@ -46,7 +47,10 @@ var (
 	metricsURL string
 )
 
-func TestMain(m *testing.M) { os.Exit(run(m)) }
+func TestMain(m *testing.M) {
+	realstack.ServeScratchIfAsked()
+	os.Exit(run(m))
+}
 
 func run(m *testing.M) int {
 	ctrllog.SetLogger(logr.Discard())
@@ -88,6 +92,8 @@ func run(m *testing.M) int {
 	manager, err = localcluster.StartProcess("manager", filepath.Join(binDir, "manager"), []string{
 		"--kubeconfig=" + cluster.Kubeconfig, "--leader-elect=false",
 		fmt.Sprintf("--metrics-bind-address=127.0.0.1:%d", metricsPort), "--metrics-secure=false", "--health-probe-bind-address=0",
+		// Migration probes, for the RoutingServices that name their scratch image (the R-4 probe story).
+		"--probe-image=" + realstack.SchemaImage,
 	}, filepath.Join(state, "logs", "manager.log"))
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "manager:", err)

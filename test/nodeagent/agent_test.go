@@ -671,3 +671,41 @@ func TestReadinessGateHoldsReadyUntilItsConditionIsTrue(t *testing.T) {
 		}
 	}
 }
+
+// An emptyDir volume is one directory for every container of the pod that mounts it, reached
+// through its mount path in their commands and environment; an exec probe runs its command with
+// the container's environment, and a native sidecar's startup probe holds the containers after
+// it until it passes.
+func TestEmptyDirAndExecProbe(t *testing.T) {
+	t.Parallel()
+	ns := namespace(t)
+	shell := func(name, script string) corev1.Container {
+		c := exitContainer(name)
+		c.Command, c.Args = []string{"sh", "-c", script}, nil
+		c.VolumeMounts = []corev1.VolumeMount{{Name: "shared", MountPath: "/shared"}}
+		return c
+	}
+	side := shell("side", "sleep 1; touch $SHARED/ready; exec sleep 60")
+	side.Env = []corev1.EnvVar{{Name: "SHARED", Value: "/shared"}}
+	side.RestartPolicy = new(corev1.ContainerRestartPolicyAlways)
+	side.StartupProbe = &corev1.Probe{ProbeHandler: corev1.ProbeHandler{Exec: &corev1.ExecAction{Command: []string{"test", "-f", "/shared/ready"}}},
+		PeriodSeconds: 1, FailureThreshold: 30}
+	pod := processPod("shared", regions[0], shell("read", "test -f /shared/ready && cat /shared/greeting > $TERMINATION_MESSAGE_PATH"))
+	pod.Spec.InitContainers = []corev1.Container{shell("write", "echo hello > /shared/greeting"), side}
+	pod.Spec.Volumes = []corev1.Volume{{Name: "shared", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}}}
+	pod.Spec.RestartPolicy = corev1.RestartPolicyNever
+	createPod(t, ns, pod)
+	waitPod(t, ns, "shared", 30*time.Second, "read exited with the greeting", func(p *corev1.Pod) bool {
+		return len(p.Status.ContainerStatuses) == 1 && p.Status.ContainerStatuses[0].State.Terminated != nil
+	})
+	got, err := client.CoreV1().Pods(ns).Get(bg, "shared", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if term := got.Status.ContainerStatuses[0].State.Terminated; term.ExitCode != 0 || term.Message != "hello\n" {
+		t.Fatalf("read: exit %d, message %q", term.ExitCode, term.Message)
+	}
+	if _, err := os.Stat("/shared"); err == nil {
+		t.Fatal("/shared exists on the host: the mount path was not rewritten")
+	}
+}

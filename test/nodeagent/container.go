@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -109,6 +110,19 @@ func (p *pod) startContainer(i int, c *corev1.Container, exe Executable, run int
 	if err != nil {
 		return nil, err
 	}
+	mounts, err := p.mounts(c)
+	if err != nil {
+		return nil, err
+	}
+	for i := range args {
+		args[i] = mounts.Replace(args[i])
+	}
+	for i := range env {
+		env[i] = mounts.Replace(env[i])
+	}
+	p.mu.Lock()
+	p.envs[c.Name] = env
+	p.mu.Unlock()
 	proc, err := startProcess(args, env, dir, logFile(dir, run))
 	if err != nil {
 		return nil, err
@@ -222,3 +236,28 @@ func exitReason(code int32) string {
 }
 
 func containerID(proc *process) string { return "process://" + strconv.Itoa(proc.pid()) }
+
+// mounts maps the mount paths of c's emptyDir volumes to the pod's directories for them: a
+// process sees the host's file system, so a path under a mount path in c's command, args or
+// environment is rewritten to the volume's directory (pod/volumes/<name>), which every container
+// of the pod that mounts the volume shares. Other kinds of volume are not mounted.
+func (p *pod) mounts(c *corev1.Container) (*strings.Replacer, error) {
+	empty := map[string]bool{}
+	for _, v := range p.obj.Spec.Volumes {
+		if v.EmptyDir != nil {
+			empty[v.Name] = true
+		}
+	}
+	var pairs []string
+	for _, m := range c.VolumeMounts {
+		if !empty[m.Name] || m.MountPath == "" || m.MountPath == "/" {
+			continue
+		}
+		dir := filepath.Join(p.dir, "volumes", m.Name)
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return nil, err
+		}
+		pairs = append(pairs, strings.TrimSuffix(m.MountPath, "/"), dir)
+	}
+	return strings.NewReplacer(pairs...), nil
+}

@@ -30,8 +30,9 @@ type pod struct {
 	specs    []corev1.Container
 	nInit    int
 	statuses []corev1.ContainerStatus
-	procs    []*process // each container's current process, nil between runs
-	logIndex []int      // each container's current run (its log file's number)
+	procs    []*process          // each container's current process, nil between runs
+	logIndex []int               // each container's current run (its log file's number)
+	envs     map[string][]string // each container's environment as last started (exec probes)
 	conds    map[corev1.PodConditionType]corev1.PodCondition
 	started  metav1.Time
 	deleting bool          // DeletePod (or Stop) was called
@@ -60,7 +61,7 @@ func newPod(prov *provider, obj *corev1.Pod, ip string) (*pod, error) {
 		ip:  ip, obj: obj.DeepCopy(),
 		ref:      &corev1.ObjectReference{Kind: "Pod", APIVersion: "v1", Namespace: obj.Namespace, Name: obj.Name, UID: obj.UID},
 		statuses: make([]corev1.ContainerStatus, n), procs: make([]*process, n), logIndex: make([]int, n),
-		conds: map[corev1.PodConditionType]corev1.PodCondition{}, started: now(),
+		conds: map[corev1.PodConditionType]corev1.PodCondition{}, started: now(), envs: map[string][]string{},
 		stop: make(chan struct{}), changed: make(chan struct{}, 1), quit: make(chan struct{}), removed: make(chan struct{}),
 	}
 	for _, c := range obj.Status.Conditions {

@@ -9,6 +9,8 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -113,7 +115,7 @@ func (p *pod) probeOnce(ctx context.Context, c *corev1.Container, pr *corev1.Pro
 		}
 		return conn.Close()
 	case pr.Exec != nil:
-		return errors.New("exec probes are not supported by the node agent")
+		return p.execProbe(ctx, c, pr.Exec)
 	default:
 		return errors.New("only httpGet and tcpSocket probes are supported by the node agent")
 	}
@@ -221,4 +223,33 @@ func sleepCtx(ctx context.Context, d time.Duration) bool {
 	case <-t.C:
 		return true
 	}
+}
+
+// execProbe runs an exec probe's command as a process on the host, with the container's
+// environment and mount paths (mounts) and in its directory: exit 0 passes.
+func (p *pod) execProbe(ctx context.Context, c *corev1.Container, e *corev1.ExecAction) error {
+	if len(e.Command) == 0 {
+		return errors.New("exec probe without a command")
+	}
+	mounts, err := p.mounts(c)
+	if err != nil {
+		return err
+	}
+	argv := make([]string, len(e.Command))
+	for i, a := range e.Command {
+		argv[i] = mounts.Replace(a)
+	}
+	path, err := exec.LookPath(argv[0])
+	if err != nil {
+		return err
+	}
+	p.mu.Lock()
+	env := p.envs[c.Name]
+	p.mu.Unlock()
+	cmd := exec.CommandContext(ctx, path, argv[1:]...)
+	cmd.Env, cmd.Dir = env, filepath.Join(p.dir, c.Name)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("exec probe %s: %v: %s", strings.Join(e.Command, " "), err, strings.TrimSpace(string(out)))
+	}
+	return nil
 }

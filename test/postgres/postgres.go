@@ -16,6 +16,7 @@
 package postgres
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -24,6 +25,7 @@ import (
 	"net/url"
 	"os"
 	"os/exec"
+	"os/signal"
 	"os/user"
 	"path/filepath"
 	"regexp"
@@ -60,6 +62,11 @@ type Options struct {
 	Dir string
 	// Log receives the output of initdb and the server's log as they are written (may be nil).
 	Log io.Writer
+	// Port is the port on 127.0.0.1 to listen on; 0 picks a free one. A fixed port stands for a
+	// server a pod reaches on its own loopback (the migration probe's scratch database).
+	Port int
+	// User is the superuser initdb creates and URL connects as (default Superuser).
+	User string
 }
 
 // Server is a PostgreSQL server started by Start. Its methods may be called from several
@@ -73,6 +80,7 @@ type Server struct {
 	logPath string
 	log     io.Writer
 	port    int
+	user    string
 	cred    *syscall.Credential // nil unless run as root
 	ownDir  bool
 	// stopTimeout bounds a fast shutdown before the server is killed (a field for tests).
@@ -91,7 +99,7 @@ func Start(ctx context.Context, opts Options) (_ *Server, err error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{binDir: binDir, version: version, log: opts.Log, stopTimeout: stopTimeout}
+	s := &Server{binDir: binDir, version: version, log: opts.Log, stopTimeout: stopTimeout, user: cmp.Or(opts.User, Superuser)}
 	if opts.Dir == "" {
 		if s.dir, err = os.MkdirTemp("", "schemagate-pg-"); err != nil {
 			return nil, fmt.Errorf("postgres: creating a temporary directory: %w", err)
@@ -132,6 +140,10 @@ func Start(ctx context.Context, opts Options) (_ *Server, err error) {
 
 	// The port is free when chosen but may be taken before postgres binds it: try another.
 	for attempt := 1; ; attempt++ {
+		if opts.Port != 0 {
+			s.port = opts.Port
+			return s, s.Start(ctx)
+		}
 		if s.port, err = freePort(); err != nil {
 			return nil, fmt.Errorf("postgres: choosing a port: %w", err)
 		}
@@ -156,7 +168,7 @@ func (s *Server) Version() string { return s.version }
 // exists.
 func (s *Server) URL(database string) string {
 	return fmt.Sprintf("postgres://%s@127.0.0.1:%d/%s?sslmode=disable",
-		Superuser, s.port, url.PathEscape(database))
+		s.user, s.port, url.PathEscape(database))
 }
 
 // CreateDatabase creates database name (it must not exist yet).
@@ -330,7 +342,7 @@ func (s *Server) initdb(ctx context.Context) error {
 	defer f.Close()
 	cmd := s.command(ctx, filepath.Join(s.binDir, "initdb"),
 		"-D", s.dataDir,
-		"-U", Superuser,
+		"-U", s.user,
 		"-E", "UTF8",
 		"--locale=C",
 		"--auth-local=trust",
@@ -615,4 +627,28 @@ func RunTests(m interface{ Run() int }, srv **Server) int {
 	defer s.Close()
 	*srv = s
 	return m.Run()
+}
+
+// ScratchEnv, set to "1" in a process's environment, makes ServeScratch's caller serve a scratch
+// database instead of running tests (a test binary that stands for the postgres image).
+const ScratchEnv = "SCHEMAGATE_SCRATCH_POSTGRES"
+
+// ServeScratch stands for the official postgres image as a migration probe's sidecar runs it
+// (docs/schema-lifecycle.md): a fresh server on 127.0.0.1:5432 whose superuser is postgres, with
+// trust authentication, until SIGTERM or SIGINT; it returns the process's exit code.
+func ServeScratch() int {
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+	s, err := Start(ctx, Options{Port: 5432, User: "postgres", Log: os.Stderr})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "scratch PostgreSQL:", err)
+		return 1
+	}
+	fmt.Fprintln(os.Stderr, "scratch PostgreSQL", s.Version(), "listening on 127.0.0.1:5432")
+	<-ctx.Done()
+	if err := s.Close(); err != nil {
+		fmt.Fprintln(os.Stderr, "scratch PostgreSQL:", err)
+		return 1
+	}
+	return 0
 }

@@ -22,6 +22,7 @@ import (
 	routingv1alpha1 "github.com/schemagate/schemagate/api/v1alpha1"
 	"github.com/schemagate/schemagate/pkg/rollout"
 	"github.com/schemagate/schemagate/test/nodeagent"
+	"github.com/schemagate/schemagate/test/postgres"
 )
 
 // Regions are the shards and the region label of their process-backed Node.
@@ -40,7 +41,20 @@ const (
 	// ProxyImage stands for a sidecar that never exits on its own (a service mesh's injected
 	// proxy): `sleep infinity`, until it is sent SIGTERM.
 	ProxyImage = "schemagate.local/proxy:1"
+	// ScratchImage stands for the official postgres image in a migration probe's pod: the test
+	// binary itself, serving a scratch PostgreSQL on 127.0.0.1:5432 (postgres.ServeScratch), with
+	// the host's pg_dump and psql on its PATH for the probe's copy step. A TestMain that runs
+	// probes calls ServeScratchIfAsked first.
+	ScratchImage = "schemagate.local/postgres:15"
 )
+
+// ServeScratchIfAsked serves the scratch database and exits when this process was started for
+// ScratchImage; otherwise it returns.
+func ServeScratchIfAsked() {
+	if os.Getenv(postgres.ScratchEnv) == "1" {
+		os.Exit(postgres.ServeScratch())
+	}
+}
 
 // migrateArgs is `schemagate-schema run --tool golang-migrate -- edge-router migrate <args>`.
 func migrateArgs(args ...string) []string {
@@ -170,6 +184,9 @@ func StartAgentForRegions(ctx context.Context, cfg *rest.Config, podCIDR, router
 		return nil, fmt.Errorf("the migration and check Jobs run %s: %w (go build -o %s ./cmd/schemagate-schema)", schema, err, schema)
 	}
 	images[SchemaImage] = nodeagent.Executable{Path: schema, Env: []string{"PATH=" + dir + ":/usr/local/bin:/usr/bin:/bin"}}
+	if self, err := os.Executable(); err == nil {
+		images[ScratchImage] = nodeagent.Executable{Path: self, Env: []string{postgres.ScratchEnv + "=1", "PATH=/usr/local/bin:/usr/bin:/bin"}}
+	}
 	if sleep, err := exec.LookPath("sleep"); err == nil {
 		images[ProxyImage] = nodeagent.Executable{Path: sleep, Args: []string{"infinity"}}
 	}
