@@ -1232,10 +1232,12 @@ type ProbeStatus struct {
 	// +optional
 	// +kubebuilder:validation:MaxLength=63
 	Job string `json:"job,omitempty"`
-	// from and to are the versions the probe took the scratch database from and to.
+	// from is the version the database was at, which the scratch copy starts from ("" for a
+	// database with no schema yet).
 	// +optional
 	// +kubebuilder:validation:MaxLength=63
 	From string `json:"from,omitempty"`
+	// to is the version the migration brings the scratch database to.
 	// +optional
 	// +kubebuilder:validation:MaxLength=63
 	To string `json:"to,omitempty"`
