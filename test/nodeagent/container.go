@@ -106,19 +106,27 @@ func (p *pod) startContainer(i int, c *corev1.Container, exe Executable, run int
 	if err != nil {
 		return nil, err
 	}
-	args, err := argv(c, exe, vars)
-	if err != nil {
-		return nil, err
-	}
+	// Mount paths are rewritten before the command is looked up (a program in a volume).
 	mounts, err := p.mounts(c)
 	if err != nil {
 		return nil, err
 	}
-	for i := range args {
-		args[i] = mounts.Replace(args[i])
+	rc := c.DeepCopy()
+	for i := range rc.Command {
+		rc.Command[i] = mounts.Replace(rc.Command[i])
+	}
+	for i := range rc.Args {
+		rc.Args[i] = mounts.Replace(rc.Args[i])
 	}
 	for i := range env {
 		env[i] = mounts.Replace(env[i])
+	}
+	for k, v := range vars {
+		vars[k] = mounts.Replace(v)
+	}
+	args, err := argv(rc, exe, vars)
+	if err != nil {
+		return nil, err
 	}
 	p.mu.Lock()
 	p.envs[c.Name] = env
