@@ -92,3 +92,59 @@ func TestIncidentR4ProbeNothingDeclared(t *testing.T) {
 		}
 	}
 }
+
+// TestIncidentR5ProbeNothingDeclared is the same change split into an expand and a contract, with
+// the probe on and nothing declared for v1: the expand's probe finds what only adds (a new
+// column, filled in step by a trigger: conditional at worst, never breaking), so the migration
+// runs, v2 rolls out shard by shard, and the contract follows the window. v2 declares [2, 3], the
+// least a contract needs: its range must contain the contract's version. No request is lost.
+func TestIncidentR5ProbeNothingDeclared(t *testing.T) {
+	realStack(t)
+	ns := realNamespace(t)
+	db := database(t, pg, "r5probe", 0)
+	ctx := context.Background()
+	const window = 10 * time.Second
+	v1spec := typeChangeV1(ns, db, realstack.SetExpandContract, nil)
+	v1spec.Spec.Schema.Probe = &routingv1alpha1.ProbeSpec{DatabaseImage: realstack.ScratchImage}
+	if err := k8s.Create(ctx, v1spec); err != nil {
+		t.Fatal(err)
+	}
+	kit().WaitReady(t, ns, 3*time.Minute)
+	services := regionPods(rsvcSelector)
+	waitServed(t, ns, services)
+	gen := startTraffic(ns, services)
+	t.Cleanup(func() { gen.Stop() }) // when the test ends early; Stop again is harmless
+	time.Sleep(3 * time.Second)
+
+	began := time.Now()
+	kit().Update(t, ns, func(r *routingv1alpha1.RoutingService) {
+		realstack.ToExpandContractV2(db, window)(r)
+		r.Spec.Schema.Probe = &routingv1alpha1.ProbeSpec{DatabaseImage: realstack.ScratchImage}
+	})
+	story.Eventually(t, 3*time.Minute, "v2 promoted everywhere", kit().ServingIs(t, ns, allOn("v2")))
+	probe := kit().Get(t, ns).Status.Schema.Probe
+	if probe == nil || probe.To != "2" || (probe.Verdict != "expand" && probe.Verdict != "conditional") {
+		t.Fatalf("the expand's probe: %+v (want expand or conditional)", probe)
+	}
+	t.Logf("the expand's probe: %s: %s", probe.Verdict, probe.Changes)
+	story.Eventually(t, 2*time.Minute, "the contract is complete", func() error {
+		r := kit().Get(t, ns)
+		if r.Status.Schema.Phase != routingv1alpha1.SchemaPhaseComplete || r.Status.Schema.ConfirmedVersion != "3" {
+			return fmt.Errorf("phase %q, confirmed %q, ContractReady %+v", r.Status.Schema.Phase, r.Status.Schema.ConfirmedVersion,
+				story.Condition(r, routingv1alpha1.ConditionContractReady))
+		}
+		return nil
+	})
+	t.Logf("expand, three shards, window and contract done %s after the update", time.Since(began).Round(100*time.Millisecond))
+	time.Sleep(2 * time.Second)
+	rep := gen.Stop()
+	table(t, "R-5 probe, nothing declared for v1", rep)
+	if v := schemaVersion(t, db); v != 3 {
+		t.Errorf("the database is at schema %d, want the contract's 3", v)
+	}
+	for _, reg := range realRegions {
+		if tot := rep.Totals[reg.Shard]; tot.NotFound > 0 || tot.Errors() > 0 {
+			t.Errorf("%s: %+v (want every request answered 200)", reg.Shard, tot)
+		}
+	}
+}
