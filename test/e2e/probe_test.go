@@ -17,6 +17,22 @@ import (
 	"github.com/schemagate/schemagate/test/story"
 )
 
+// probedV1 is typeChangeV1 of set in a namespace and database (dbName) of its own, nothing
+// declared, with the migration probe on (the node agent's ScratchImage), once Ready.
+func probedV1(t *testing.T, dbName, set string) (ns, db string) {
+	t.Helper()
+	realStack(t)
+	ns = realNamespace(t)
+	db = database(t, pg, dbName, 0)
+	v1 := typeChangeV1(ns, db, set, nil)
+	v1.Spec.Schema.Probe = &routingv1alpha1.ProbeSpec{DatabaseImage: realstack.ScratchImage}
+	if err := k8s.Create(context.Background(), v1); err != nil {
+		t.Fatal(err)
+	}
+	kit().WaitReady(t, ns, 3*time.Minute)
+	return ns, db
+}
+
 // TestIncidentR4ProbeNothingDeclared is R-4's naive change with no range declared anywhere and
 // the migration probe on: before any migration Job, a probe Job runs the edge router's own
 // golang-migrate command on a scratch PostgreSQL brought to the database's schema (a real probe
@@ -25,16 +41,7 @@ import (
 // schema 1, and the migration is refused before its Job exists (BreakingChange): the database
 // stays at 1 and not one request is affected.
 func TestIncidentR4ProbeNothingDeclared(t *testing.T) {
-	realStack(t)
-	ns := realNamespace(t)
-	db := database(t, pg, "r4probe", 0)
-	ctx := context.Background()
-	v1spec := typeChangeV1(ns, db, realstack.SetNaive, nil)
-	v1spec.Spec.Schema.Probe = &routingv1alpha1.ProbeSpec{DatabaseImage: realstack.ScratchImage}
-	if err := k8s.Create(ctx, v1spec); err != nil {
-		t.Fatal(err)
-	}
-	kit().WaitReady(t, ns, 3*time.Minute)
+	ns, db := probedV1(t, "r4probe", realstack.SetNaive)
 	if p := kit().Get(t, ns).Status.Schema.Probe; p == nil || p.Verdict != "expand" {
 		t.Fatalf("schema 1's probe: %+v (want expand: the routes table is new)", p)
 	}
@@ -99,17 +106,8 @@ func TestIncidentR4ProbeNothingDeclared(t *testing.T) {
 // runs, v2 rolls out shard by shard, and the contract follows the window. v2 declares [2, 3], the
 // least a contract needs: its range must contain the contract's version. No request is lost.
 func TestIncidentR5ProbeNothingDeclared(t *testing.T) {
-	realStack(t)
-	ns := realNamespace(t)
-	db := database(t, pg, "r5probe", 0)
-	ctx := context.Background()
 	const window = 10 * time.Second
-	v1spec := typeChangeV1(ns, db, realstack.SetExpandContract, nil)
-	v1spec.Spec.Schema.Probe = &routingv1alpha1.ProbeSpec{DatabaseImage: realstack.ScratchImage}
-	if err := k8s.Create(ctx, v1spec); err != nil {
-		t.Fatal(err)
-	}
-	kit().WaitReady(t, ns, 3*time.Minute)
+	ns, db := probedV1(t, "r5probe", realstack.SetExpandContract)
 	services := regionPods(rsvcSelector)
 	waitServed(t, ns, services)
 	gen := startTraffic(ns, services)
@@ -117,10 +115,7 @@ func TestIncidentR5ProbeNothingDeclared(t *testing.T) {
 	time.Sleep(3 * time.Second)
 
 	began := time.Now()
-	kit().Update(t, ns, func(r *routingv1alpha1.RoutingService) {
-		realstack.ToExpandContractV2(db, window)(r)
-		r.Spec.Schema.Probe = &routingv1alpha1.ProbeSpec{DatabaseImage: realstack.ScratchImage}
-	})
+	kit().Update(t, ns, realstack.ToExpandContractV2(db, window))
 	story.Eventually(t, 3*time.Minute, "v2 promoted everywhere", kit().ServingIs(t, ns, allOn("v2")))
 	probe := kit().Get(t, ns).Status.Schema.Probe
 	if probe == nil || probe.To != "2" || (probe.Verdict != "expand" && probe.Verdict != "conditional") {
