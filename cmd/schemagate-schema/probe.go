@@ -29,6 +29,7 @@ type probeConfig struct {
 	sourceURL  string // copy only
 	catalog    string
 	reportPath string
+	maxBytes   int
 	timeout    time.Duration
 	redact     *redactor
 }
@@ -83,6 +84,7 @@ func parseProbeArgs(args []string, getenv func(string) string) (probeConfig, err
 	fs.StringVar(&cfg.catalog, "catalog", "", "the file the catalog before the migration is written to (copy) and read from (report)")
 	fs.StringVar(&cfg.reportPath, "report-path", "", "report: where to write the probe report (default $TERMINATION_MESSAGE_PATH, else /dev/termination-log; - for stdout)")
 	fs.DurationVar(&cfg.timeout, "timeout", 5*time.Minute, "bounds the step")
+	fs.IntVar(&cfg.maxBytes, "max-bytes", schemadiff.MaxBytes, "report: the report's bound in bytes (the least severe changes are left out to fit; the verdict is kept)")
 	if err := fs.Parse(args[1:]); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return cfg, errHelp
@@ -96,6 +98,8 @@ func parseProbeArgs(args []string, getenv func(string) string) (probeConfig, err
 		return cfg, errors.New("--catalog is required")
 	case cfg.timeout <= 0:
 		return cfg, fmt.Errorf("--timeout must be positive, got %s", cfg.timeout)
+	case cfg.maxBytes < 256:
+		return cfg, fmt.Errorf("--max-bytes must be at least 256, got %d", cfg.maxBytes)
 	}
 	cfg.scratchURL = getenv(*urlEnv)
 	if cfg.step == "copy" {
@@ -162,7 +166,8 @@ WHERE c.relkind = 'r' AND c.relname = ANY($1) AND n.nspname NOT IN ('pg_catalog'
 	if err != nil {
 		return err
 	}
-	return os.WriteFile(cfg.catalog, b, 0o600)
+	// Readable by the report step, which may run as another user (the schemagate image's).
+	return os.WriteFile(cfg.catalog, b, 0o644)
 }
 
 // pipeDump runs pg_dump with args on the source into psql on the scratch database, stopping at
@@ -224,7 +229,7 @@ func probeReport(ctx context.Context, cfg probeConfig, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
-	b, err := schemadiff.NewReport(schemadiff.Diff(before, after)).Encode()
+	b, err := schemadiff.NewReport(schemadiff.Diff(before, after)).EncodeWithin(cfg.maxBytes)
 	if err != nil {
 		return err
 	}

@@ -24,7 +24,19 @@ import (
 const (
 	ProbeRunning     = "Running"
 	ProbeUnavailable = "Unavailable"
+	// ProbeUnreadable: the probe ran, but what it found cannot be read (its report is gone or
+	// does not parse): never taken as a pass; the migration holds until a retry probes again.
+	ProbeUnreadable = "Unreadable"
 )
+
+// annotationProbeReport records, on a probe Job, the report schemagate read from its pod (or, for
+// a migration that failed on scratch, a report with verdict failed), so that the verdict outlives
+// the pod (a ttlSecondsAfterFinished, PodGC after a node is gone).
+const annotationProbeReport = "schemagate.io/probe-report"
+
+// annotationProbeRan records, on a probe Job, the migration Job created after it: the migration
+// it judged ran on the database, so a breaking verdict keeps narrowing (breakingFroms).
+const annotationProbeRan = "schemagate.io/probe-migration-ran"
 
 // probeRun is a probe Job this RoutingService controls and named exactly as ProbeJobName from its
 // own labels and annotations, so neither an edited label or annotation nor another object's Job
@@ -45,8 +57,11 @@ type probeResult struct {
 	// breaking, failed).
 	verdict string
 	report  *schemadiff.Report
-	// why says, for failed and Unavailable, what went wrong (bounded).
+	// why says, for failed, Unavailable and Unreadable, what went wrong (bounded).
 	why string
+	// record is the report to keep on the Job (annotationProbeReport), when it was read from the
+	// pod now.
+	record string
 }
 
 // ownedProbes are the probe Jobs that count, lowest attempt first, each with what it found.
@@ -77,25 +92,40 @@ func ownedProbes(rsvc *routingv1alpha1.RoutingService, o Observed, now time.Time
 // grace that the Job controller has not failed yet is Unavailable too.
 func readProbe(j *batchv1.Job, pods []*corev1.Pod, now time.Time) probeResult {
 	pod := newestPodOf(j, pods)
+	if jobCondition(j, batchv1.JobComplete) != nil || jobCondition(j, batchv1.JobFailed) != nil {
+		if pod == nil {
+			if rep, err := schemadiff.Parse([]byte(j.Annotations[annotationProbeReport])); err == nil {
+				return fromReport(rep, "")
+			}
+			return probeResult{verdict: ProbeUnreadable, why: fmt.Sprintf("probe Job %s finished, and its pod, with what it found, is gone", j.Name)}
+		}
+	}
 	switch {
 	case jobCondition(j, batchv1.JobComplete) != nil:
 		msg, ok := terminated(pod, ProbeContainerReport, false)
 		if !ok {
-			return probeResult{verdict: ProbeUnavailable, why: fmt.Sprintf("probe Job %s succeeded but its pod, with the report, is gone", j.Name)}
+			return probeResult{verdict: ProbeUnreadable, why: fmt.Sprintf("probe Job %s succeeded but its %s container left no report", j.Name, ProbeContainerReport)}
 		}
 		rep, err := schemadiff.Parse([]byte(msg))
 		if err != nil {
-			return probeResult{verdict: ProbeUnavailable, why: fmt.Sprintf("the report of probe Job %s cannot be read: %s", j.Name, podText(err.Error(), maxQuoted))}
+			return probeResult{verdict: ProbeUnreadable, why: fmt.Sprintf("the report of probe Job %s cannot be read: %s", j.Name, podText(err.Error(), maxQuoted))}
 		}
-		return probeResult{verdict: string(rep.Verdict), report: rep}
+		return fromReport(rep, msg)
 	case jobCondition(j, batchv1.JobFailed) != nil:
-		if msg, ok := terminated(pod, ProbeContainerMigrate, true); ok {
-			return probeResult{verdict: string(schemadiff.Failed), why: "the migration failed on the probe's scratch database" + terminationText(msg)}
-		}
 		for _, step := range []string{ProbeContainerTools, ProbeContainerScratch, ProbeContainerCopy, ProbeContainerReport} {
 			if msg, ok := terminated(pod, step, true); ok {
 				return probeResult{verdict: ProbeUnavailable, why: fmt.Sprintf("its step %s failed%s", step, terminationText(msg))}
 			}
+		}
+		if name, msg, ok := failedTeamContainer(pod); ok {
+			why := fmt.Sprintf("the migration failed on the probe's scratch database (container %s)%s", name, terminationText(msg))
+			rep := &schemadiff.Report{Format: schemadiff.Format, Verdict: schemadiff.Failed,
+				Changes: []schemadiff.Change{{Class: schemadiff.Failed, Kind: schemadiff.MigrationFailed, Why: podText(why, 200)}}}
+			b, err := rep.EncodeWithin(1024)
+			if err != nil {
+				b = nil
+			}
+			return probeResult{verdict: string(schemadiff.Failed), why: why, record: string(b)}
 		}
 		c := jobCondition(j, batchv1.JobFailed)
 		return probeResult{verdict: ProbeUnavailable, why: fmt.Sprintf("probe Job %s failed (%s)", j.Name, podText(c.Reason, 64))}
@@ -105,11 +135,45 @@ func readProbe(j *batchv1.Job, pods []*corev1.Pod, now time.Time) probeResult {
 	return probeResult{verdict: ProbeRunning}
 }
 
+// fromReport is the result a parsed report gives; raw, when not empty, is recorded on the Job.
+func fromReport(rep *schemadiff.Report, raw string) probeResult {
+	res := probeResult{verdict: string(rep.Verdict), report: rep, record: raw}
+	if rep.Verdict == schemadiff.Failed {
+		var parts []string
+		for _, c := range rep.Changes {
+			parts = append(parts, c.String())
+		}
+		res.why = "the migration failed on the probe's scratch database: " + strings.Join(parts, "; ")
+	}
+	return res
+}
+
+// failedTeamContainer is the migration template's container (migrate, or one of its init
+// containers) that exited non-zero in pod, if one did.
+func failedTeamContainer(pod *corev1.Pod) (name, message string, ok bool) {
+	if pod == nil {
+		return "", "", false
+	}
+	for _, cs := range pod.Status.InitContainerStatuses {
+		switch cs.Name {
+		case ProbeContainerTools, ProbeContainerScratch, ProbeContainerCopy:
+			continue
+		}
+		if t := cs.State.Terminated; t != nil && t.ExitCode != 0 {
+			return cs.Name, t.Message, true
+		}
+	}
+	return "", "", false
+}
+
 // newestPodOf is the newest pod whose controller is j (by UID), or nil.
 func newestPodOf(j *batchv1.Job, pods []*corev1.Pod) *corev1.Pod {
 	var out *corev1.Pod
 	for _, pod := range pods {
-		if ref := metav1.GetControllerOf(pod); pod == nil || ref == nil || ref.UID != j.UID {
+		if pod == nil {
+			continue
+		}
+		if ref := metav1.GetControllerOf(pod); ref == nil || ref.UID != j.UID {
 			continue
 		}
 		if out == nil || out.CreationTimestamp.Before(&pod.CreationTimestamp) {
@@ -158,20 +222,28 @@ func breakingFroms(rsvc *routingv1alpha1.RoutingService, probes []probeRun, jobs
 	return out
 }
 
-// speaksForDatabase reports whether run is a breaking probe whose narrowing holds (breakingFroms).
+// speaksForDatabase reports whether run is a breaking probe whose narrowing holds
+// (breakingFroms): the probe of the migration the spec asks for now, or of one that ran (recorded
+// on the probe Job, or a migration Job of its version created from its template), unless the spec
+// now asks for the same version from another template and no migration of that version completed
+// (the team is fixing a migration that never reached the database).
 func speaksForDatabase(rsvc *routingv1alpha1.RoutingService, run *probeRun, jobs []ownedJob) bool {
 	if run.result.verdict != string(schemadiff.Breaking) || run.from == "" {
 		return false
 	}
-	if schemaversion.Equal(run.version, rsvc.Spec.Schema.Version) && run.template == migrationTemplateHash(rsvc) {
+	sameVersion := schemaversion.Equal(run.version, rsvc.Spec.Schema.Version)
+	if sameVersion && run.template == migrationTemplateHash(rsvc) {
 		return true
 	}
+	ran, completed := run.job.Annotations[annotationProbeRan] != "", false
 	for _, oj := range jobs {
-		if schemaversion.Equal(oj.version, run.version) && oj.job.Annotations[annotationMigrationTemplate] == run.template {
-			return true
+		if !schemaversion.Equal(oj.version, run.version) {
+			continue
 		}
+		ran = ran || oj.job.Annotations[annotationMigrationTemplate] == run.template
+		completed = completed || jobCondition(oj.job, batchv1.JobComplete) != nil
 	}
-	return false
+	return ran && (!sameVersion || completed)
 }
 
 // narrows reports whether run narrows ranges now: such a probe Job is kept (pruneJobs).
@@ -219,8 +291,12 @@ func (p *planner) probeGate() bool {
 	}
 	required := p.rsvc.Spec.Schema.Version
 	from := p.confirmedNow()
+	if from != "" && !validVersion(from) {
+		// Not a version the status can name (over 63 characters): no probe, as without one.
+		return true
+	}
 	run := p.currentProbe(from)
-	if run != nil && p.retry != "" && (run.result.verdict == string(schemadiff.Failed) || run.result.verdict == ProbeUnavailable) {
+	if run != nil && p.retry != "" && (run.result.verdict == string(schemadiff.Failed) || run.result.verdict == ProbeUnavailable || run.result.verdict == ProbeUnreadable) {
 		p.event(false, EventProbeRetried, "retry %q: probe Job %s found the migration cannot be judged (%s); probe attempt %d starts", p.retry, run.job.Name, run.result.why, run.attempt+1)
 		p.useRetry()
 		p.startProbe(from, run.attempt+1)
@@ -240,13 +316,25 @@ func (p *planner) probeGate() bool {
 		return false
 	case string(schemadiff.Failed):
 		p.failSchema(routingv1alpha1.ReasonProbeMigrationFailed, fmt.Sprintf(
-			"the migration to schema %s is not run on the database: %s (probe Job %s); fix the migration (a changed spec.schema.migration.template probes again) or set a schemagate.io/retry annotation to probe again",
+			"the migration to schema %s is not run on the database: %s (probe Job %s); fix the migration (a changed spec.schema.migration.template probes again), set a schemagate.io/retry annotation to probe again, or, when it fails only on the scratch copy (roles or extensions the copy lacks), set spec.schema.probe.mode: Off",
 			required, res.why, run.job.Name))
+		return false
+	case ProbeUnreadable:
+		// The probe ran and what it found is lost or garbled: never a pass, whatever onFailure.
+		p.failSchema(routingv1alpha1.ReasonProbeFailed, fmt.Sprintf(
+			"the probe of the migration to schema %s ran, but what it found cannot be read: %s; the migration waits: set a schemagate.io/retry annotation to probe again (or spec.schema.probe.mode: Off)", required, res.why))
 		return false
 	case ProbeUnavailable:
 		if p.rsvc.Spec.Schema.Probe.OnFailureOrDefault() == routingv1alpha1.ProbeFailureHold {
 			p.failSchema(routingv1alpha1.ReasonProbeFailed, fmt.Sprintf(
-				"the probe of the migration to schema %s could not run: %s; spec.schema.probe.onFailure is Hold, so the migration waits: set a schemagate.io/retry annotation to probe again", required, res.why))
+				"the probe of the migration to schema %s could not run: %s; spec.schema.probe.onFailure is Hold, so the migration waits: set a schemagate.io/retry annotation to probe again (or spec.schema.probe.mode: Off)", required, res.why))
+			return false
+		}
+		if !stopped(run.job) {
+			// Its pods may still read the database: the migration never starts beside them.
+			p.decideSchema(metav1.ConditionFalse, routingv1alpha1.ReasonProbing, fmt.Sprintf(
+				"probe Job %s could not run (%s); the migration to schema %s starts without it once its pods have stopped", run.job.Name, res.why, required))
+			p.requeueAt(p.now.Add(5 * time.Second))
 			return false
 		}
 		p.eventOnce(routingv1alpha1.ReasonProbeFailed, run.job.Name, "the probe of the migration to schema %s could not run: %s; the migration starts without it (spec.schema.probe.onFailure Proceed)", required, res.why)
@@ -358,10 +446,29 @@ func (p *planner) recordProbe() {
 			}
 		}
 	}
+	for i := range p.probes {
+		// What a probe found is kept on its Job, so it outlives the pod.
+		if run := &p.probes[i]; run.result.record != "" && run.job.Annotations[annotationProbeReport] != run.result.record {
+			p.act(Action{Kind: AnnotateJob, Job: run.job, Annotations: map[string]string{annotationProbeReport: run.result.record},
+				Note: "keep what the probe found on its Job"})
+		}
+	}
 	switch {
 	case latest != nil:
 		st.Probe = probeStatus(latest)
 	case st.Probe != nil && (!schemaversion.Equal(st.Probe.To, p.rsvc.Spec.Schema.Version) || st.Probe.Verdict != ProbeRunning):
 		st.Probe = nil
+	}
+}
+
+// markProbeRan records, on the probe of the migration that starts now (migration Job name), that
+// the migration it judged runs on the database (annotationProbeRan).
+func (p *planner) markProbeRan(name string) {
+	if !p.probeOn() {
+		return
+	}
+	if run := p.currentProbe(p.confirmedNow()); run != nil && run.job.Annotations[annotationProbeRan] == "" {
+		p.act(Action{Kind: AnnotateJob, Job: run.job, Annotations: map[string]string{annotationProbeRan: name},
+			Note: "the migration this probe judged starts"})
 	}
 }

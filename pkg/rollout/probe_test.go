@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -41,7 +42,8 @@ func (w *world) playProbe(j *batchv1.Job) {
 	case strings.Contains(db, "probe-broken"):
 		exit(ProbeContainerCopy, 2, "pg_dump: error: connection refused")
 		failed = true
-	case strings.Contains(migrate, "fail"):
+	case strings.Contains(migrate, "fail") && !strings.Contains(migrate, "breaking"):
+		// "breaking-fail" passes its probe (breaking) and fails on the database.
 		exit(ProbeContainerCopy, 0, "")
 		exit(ProbeContainerMigrate, 1, "ERROR: column \"target\" cannot be cast automatically to type json")
 		failed = true
@@ -263,5 +265,77 @@ func TestProbeOff(t *testing.T) {
 	})
 	if got := w.jobsOf(ComponentProbe); len(got) != 0 {
 		t.Fatalf("probe Jobs %v with mode Off", got)
+	}
+}
+
+// What a probe found outlives its pod: a breaking verdict read once and recorded on the Job still
+// refuses the migration after the pod is gone (a ttlSecondsAfterFinished, PodGC).
+func TestProbeVerdictOutlivesItsPod(t *testing.T) {
+	w := probing(t)
+	w.update("app:v2", "2", "migrate:breaking")
+	w.run(60, func() bool { return w.isTrue(routingv1alpha1.ConditionStalled) })
+	for name, pod := range w.pods {
+		if pod.Labels[LabelComponent] == ComponentProbe {
+			delete(w.pods, name)
+		}
+	}
+	for i := 0; i < 5; i++ {
+		w.reconcile()
+		w.tick()
+		w.now = w.now.Add(time.Second)
+	}
+	if c := w.condition(routingv1alpha1.ConditionSchemaReady); c.Reason != routingv1alpha1.ReasonBreakingChange {
+		t.Fatalf("SchemaReady = %s: %s, want BreakingChange with the probe's pod gone", c.Reason, c.Message)
+	}
+	if got := w.jobsOf(ComponentMigration); len(got) != 1 {
+		t.Fatalf("migration Jobs %v", got)
+	}
+}
+
+// The narrowing outlives the migration Job it anchors: once a breaking migration ran (opt-in), a
+// later migration ran too and the breaking one's Job is gone, a spec reverted to v1 is still
+// refused.
+func TestProbeNarrowingOutlivesTheMigrationJob(t *testing.T) {
+	w := probing(t)
+	w.update("app:v2", "2", "migrate:breaking")
+	w.rsvc.Spec.Schema.AllowBreakingMigration = true
+	w.run(200, func() bool {
+		return w.isTrue(routingv1alpha1.ConditionReady) && w.rsvc.Status.StableRevision == w.rsvc.Status.UpdateRevision
+	})
+	w.rsvc.Spec.Schema.AllowBreakingMigration = false
+	w.update("app:v3", "3", "migrate:v3")
+	w.run(200, func() bool {
+		return w.isTrue(routingv1alpha1.ConditionReady) && w.rsvc.Status.StableRevision == w.rsvc.Status.UpdateRevision
+	})
+	for _, name := range w.jobsOf(ComponentMigration) {
+		if w.jobs[name].Labels[LabelSchemaVersion] == "2" {
+			w.deleteJob(name)
+		}
+	}
+	w.update("app:v1", "1", "migrate:ok")
+	w.run(30, func() bool { return w.isTrue(routingv1alpha1.ConditionStalled) })
+	if c := w.condition(routingv1alpha1.ConditionSchemaReady); c.Reason != routingv1alpha1.ReasonRollbackRefused {
+		t.Fatalf("SchemaReady = %s: %s, want RollbackRefused", c.Reason, c.Message)
+	}
+}
+
+// A breaking migration that failed before it reached the database does not block its fix: the
+// team replaces it with an expand, which is probed and runs.
+func TestProbeOfAFailedBreakingMigrationDoesNotBlockItsFix(t *testing.T) {
+	w := probing(t)
+	w.update("app:v2", "2", "migrate:breaking-fail")
+	w.rsvc.Spec.Schema.AllowBreakingMigration = true
+	w.run(60, func() bool { return w.isTrue(routingv1alpha1.ConditionStalled) })
+	if c := w.condition(routingv1alpha1.ConditionSchemaReady); c.Reason != routingv1alpha1.ReasonMigrationFailed {
+		t.Fatalf("SchemaReady = %s: %s, want MigrationFailed", c.Reason, c.Message)
+	}
+	w.rsvc.Spec.Schema.AllowBreakingMigration = false
+	w.rsvc.Spec.Schema.Migration.Template.Spec.Containers[0].Image = "migrate:v2-expand"
+	w.rsvc.Generation++
+	w.run(200, func() bool {
+		return w.isTrue(routingv1alpha1.ConditionReady) && w.rsvc.Status.StableRevision == w.rsvc.Status.UpdateRevision
+	})
+	if got := w.jobsOf(ComponentProbe); len(got) != 2 {
+		t.Fatalf("probe Jobs %v, want the breaking one and the fix's", got)
 	}
 }

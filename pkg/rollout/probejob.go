@@ -44,7 +44,12 @@ const (
 // probeScratchURL is the scratch database as every container of the probe pod reaches it: the
 // sidecar listens on the pod's loopback only, with trust authentication, and lives as long as
 // the pod.
-const probeScratchURL = "postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable"
+const probeScratchURL = "postgres://postgres@127.0.0.1:" + probeScratchPort + "/postgres?sslmode=disable"
+
+// probeScratchPort is the scratch database's port: not PostgreSQL's default, which a proxy
+// sidecar of the migration template (or a database the template reaches on the pod's loopback)
+// may hold.
+const probeScratchPort = "55432"
 
 // envScratchURL holds probeScratchURL in the copy step, whose databaseEnv is the database's.
 const envScratchURL = "SCHEMAGATE_SCRATCH_DATABASE_URL"
@@ -75,9 +80,9 @@ func ProbeJobName(rsvcName, version, from, templateHash string, n int32) string 
 //  5. probe-report captures the catalog again and writes the probe report (pkg/schemadiff) as its
 //     termination message.
 //
-// The pod keeps the migration template's service account, pull secrets and placement, never its
-// pod-level security context (the scratch database's entrypoint starts as root, then drops to
-// the postgres user). backoffLimit is 0: a probe that fails is read, not retried.
+// The pod keeps the migration template's service account, pull secrets, placement and DNS, and
+// its pod's fsGroup and supplemental groups, never the rest of its pod-level security context
+// (the scratch database's entrypoint starts as root, then drops to the postgres user). backoffLimit is 0: a probe that fails is read, not retried.
 func NewProbeJob(rsvc *routingv1alpha1.RoutingService, images ProbeImages, version, from string, n int32) *batchv1.Job {
 	probe := rsvc.Spec.Schema.Probe
 	hash := migrationTemplateHash(rsvc)
@@ -106,7 +111,9 @@ func NewProbeJob(rsvc *routingv1alpha1.RoutingService, images ProbeImages, versi
 	migrate.Name = ProbeContainerMigrate
 	migrate.Env = withEnv(migrate.Env, corev1.EnvVar{Name: envName, Value: probeScratchURL})
 	migrate.Env = withEnv(migrate.Env, corev1.EnvVar{Name: EnvSchemaVersion, Value: version})
+	// What an init container may not have (the API server would refuse the Job).
 	migrate.Ports, migrate.ReadinessProbe, migrate.LivenessProbe, migrate.StartupProbe = nil, nil, nil, nil
+	migrate.Lifecycle, migrate.ResizePolicy, migrate.RestartPolicy = nil, nil, nil
 
 	// The copy step reads the database as the migration container would: with its environment
 	// (env and envFrom), through databaseEnv; the scratch database comes in its own variable.
@@ -120,9 +127,9 @@ func NewProbeJob(rsvc *routingv1alpha1.RoutingService, images ProbeImages, versi
 	init := []corev1.Container{
 		{Name: ProbeContainerTools, Image: images.Tools, Command: []string{"/schemagate-schema", "probe", "install", "--to=" + tool}, VolumeMounts: mount},
 		{Name: ProbeContainerScratch, Image: dbImage, RestartPolicy: ptr.To(corev1.ContainerRestartPolicyAlways),
-			Args: []string{"-c", "listen_addresses=127.0.0.1", "-c", "fsync=off"},
+			Args: []string{"-c", "listen_addresses=127.0.0.1", "-c", "port=" + probeScratchPort, "-c", "fsync=off"},
 			Env:  []corev1.EnvVar{{Name: "POSTGRES_HOST_AUTH_METHOD", Value: "trust"}},
-			StartupProbe: &corev1.Probe{ProbeHandler: corev1.ProbeHandler{Exec: &corev1.ExecAction{Command: []string{"pg_isready", "-h", "127.0.0.1", "-U", "postgres"}}},
+			StartupProbe: &corev1.Probe{ProbeHandler: corev1.ProbeHandler{Exec: &corev1.ExecAction{Command: []string{"pg_isready", "-h", "127.0.0.1", "-p", probeScratchPort, "-U", "postgres"}}},
 				PeriodSeconds: 1, FailureThreshold: 120}},
 		{Name: ProbeContainerCopy, Image: dbImage, Command: []string{tool, "probe", "copy", catalog, "--database-url-env=" + envScratchURL, "--source-url-env=" + envName},
 			VolumeMounts: mount, Env: copyEnv, EnvFrom: copyFrom},
@@ -134,17 +141,30 @@ func NewProbeJob(rsvc *routingv1alpha1.RoutingService, images ProbeImages, versi
 	}
 	init = append(init, migrate)
 
+	// The kubelet shares 12 KiB of termination messages among a pod's containers: the report is
+	// bounded to its share (at least 1 KiB; the verdict always fits).
+	maxReport := min(max(12288/(len(init)+1), 1024), 4096)
 	spec := corev1.PodSpec{
-		RestartPolicy:      corev1.RestartPolicyNever,
-		ServiceAccountName: src.Spec.ServiceAccountName,
-		ImagePullSecrets:   src.Spec.ImagePullSecrets,
-		NodeSelector:       src.Spec.NodeSelector,
-		Tolerations:        src.Spec.Tolerations,
-		Affinity:           src.Spec.Affinity,
-		InitContainers:     init,
-		Containers: []corev1.Container{{Name: ProbeContainerReport, Image: images.Tools, Command: []string{"/schemagate-schema", "probe", "report", catalog},
+		RestartPolicy:                corev1.RestartPolicyNever,
+		ServiceAccountName:           src.Spec.ServiceAccountName,
+		AutomountServiceAccountToken: src.Spec.AutomountServiceAccountToken,
+		ImagePullSecrets:             src.Spec.ImagePullSecrets,
+		NodeSelector:                 src.Spec.NodeSelector,
+		Tolerations:                  src.Spec.Tolerations,
+		Affinity:                     src.Spec.Affinity,
+		HostAliases:                  src.Spec.HostAliases,
+		DNSPolicy:                    src.Spec.DNSPolicy,
+		DNSConfig:                    src.Spec.DNSConfig,
+		InitContainers:               init,
+		Containers: []corev1.Container{{Name: ProbeContainerReport, Image: images.Tools,
+			Command:      []string{"/schemagate-schema", "probe", "report", catalog, fmt.Sprintf("--max-bytes=%d", maxReport)},
 			VolumeMounts: mount, Env: []corev1.EnvVar{scratchEnv}, TerminationMessagePolicy: corev1.TerminationMessageReadFile}},
 		Volumes: append(src.Spec.DeepCopy().Volumes, corev1.Volume{Name: "schemagate-probe", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}}),
+	}
+	if sc := src.Spec.SecurityContext; sc != nil && (sc.FSGroup != nil || len(sc.SupplementalGroups) > 0) {
+		// The groups the team's container reads its mounted secrets with; never the user (the
+		// scratch database's entrypoint starts as root).
+		spec.SecurityContext = &corev1.PodSecurityContext{FSGroup: sc.FSGroup, SupplementalGroups: sc.SupplementalGroups}
 	}
 	tmpl := corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: mergeLabels(src.Labels, labels), Annotations: maps.Clone(src.Annotations)}, Spec: spec}
 	return &batchv1.Job{

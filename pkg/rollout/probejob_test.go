@@ -98,14 +98,23 @@ func TestReadProbeTrustsOnlyItsOwnReport(t *testing.T) {
 		want string
 	}{
 		"its own report":        {[]*corev1.Pod{pod("probe-uid", string(expand))}, "expand"},
-		"no pod":                {nil, ProbeUnavailable},
-		"another Job's pod":     {[]*corev1.Pod{pod("other", string(expand))}, ProbeUnavailable},
-		"not a report":          {[]*corev1.Pod{pod("probe-uid", "all good")}, ProbeUnavailable},
-		"over 4096 bytes":       {[]*corev1.Pod{pod("probe-uid", string(expand[:len(expand)-1])+`,"x":"`+strings.Repeat("x", 5000)+`"}`)}, ProbeUnavailable},
-		"a verdict too lenient": {[]*corev1.Pod{pod("probe-uid", `{"schemagate":"probe-report/v1","verdict":"expand","changes":[{"class":"breaking","kind":"column-dropped"}]}`)}, ProbeUnavailable},
+		"no pod":                {nil, ProbeUnreadable},
+		"another Job's pod":     {[]*corev1.Pod{pod("other", string(expand))}, ProbeUnreadable},
+		"not a report":          {[]*corev1.Pod{pod("probe-uid", "all good")}, ProbeUnreadable},
+		"over 4096 bytes":       {[]*corev1.Pod{pod("probe-uid", string(expand[:len(expand)-1])+`,"x":"`+strings.Repeat("x", 5000)+`"}`)}, ProbeUnreadable},
+		"a verdict too lenient": {[]*corev1.Pod{pod("probe-uid", `{"schemagate":"probe-report/v1","verdict":"expand","changes":[{"class":"breaking","kind":"column-dropped"}]}`)}, ProbeUnreadable},
 	} {
 		if got := readProbe(job, tc.pods, w.now).verdict; got != tc.want {
 			t.Errorf("%s: verdict %q, want %q", name, got, tc.want)
 		}
+	}
+	// What was recorded on the Job speaks once the pod is gone, and only then.
+	breaking, _ := schemadiff.NewReport([]schemadiff.Change{{Class: schemadiff.Breaking, Kind: schemadiff.ColumnDropped, Table: "routes", Column: "upstream"}}).Encode()
+	job.Annotations[annotationProbeReport] = string(breaking)
+	if got := readProbe(job, nil, w.now).verdict; got != "breaking" {
+		t.Errorf("the recorded report with the pod gone: %q, want breaking", got)
+	}
+	if got := readProbe(job, []*corev1.Pod{pod("probe-uid", string(expand))}, w.now).verdict; got != "expand" {
+		t.Errorf("the pod's report and a recorded one: %q, want the pod's", got)
 	}
 }

@@ -255,6 +255,7 @@ func (p *planner) startMigration(attempt int32, note string, started func(name s
 		return
 	}
 	p.act(Action{Kind: CreateJob, Job: job, Note: note})
+	p.markProbeRan(job.Name)
 	started(job.Name)
 	if p.breaking != "" {
 		p.event(true, EventBreakingMigration, "migration Job %s to schema %s starts with spec.schema.allowBreakingMigration although %s: planned downtime", job.Name, required, p.breaking)

@@ -11,9 +11,9 @@ import (
 )
 
 // IsSchemaComponent reports whether a Job (or pod) of this component is a schema Job: migration,
-// check or contract, the Jobs spec.schema.runWithShard places.
+// check, contract or migration probe, the Jobs spec.schema.runWithShard places.
 func IsSchemaComponent(c string) bool {
-	return c == ComponentMigration || c == ComponentCheck || c == ComponentContract
+	return c == ComponentMigration || c == ComponentCheck || c == ComponentContract || c == ComponentProbe
 }
 
 // schemaPlaceFrozen reports whether the schema Jobs run in a cluster that does not answer:

@@ -64,7 +64,13 @@ func Run(ctx context.Context, q Querier, migrate func(context.Context) error) (*
 
 // Encode returns the report as JSON of at most MaxBytes: every string cut to 256 bytes, and the
 // least severe changes left out (counted in Omitted) until it fits.
-func (r *Report) Encode() ([]byte, error) {
+func (r *Report) Encode() ([]byte, error) { return r.EncodeWithin(MaxBytes) }
+
+// EncodeWithin is Encode bounded to limit bytes (at most MaxBytes), for a container whose
+// termination message the kubelet cuts shorter (it shares 12 KiB among a pod's containers). The
+// verdict is always kept: at worst every change is left out and counted in Omitted.
+func (r *Report) EncodeWithin(limit int) ([]byte, error) {
+	limit = min(limit, MaxBytes)
 	out := *r
 	out.Format = Format
 	out.Changes = make([]Change, 0, len(r.Changes))
@@ -80,7 +86,7 @@ func (r *Report) Encode() ([]byte, error) {
 		if err != nil {
 			return nil, err
 		}
-		if len(b) <= MaxBytes {
+		if len(b) <= limit {
 			return b, nil
 		}
 		if len(out.Changes) == 0 {

@@ -633,18 +633,23 @@ func RunTests(m interface{ Run() int }, srv **Server) int {
 // database instead of running tests (a test binary that stands for the postgres image).
 const ScratchEnv = "SCHEMAGATE_SCRATCH_POSTGRES"
 
+// ScratchPort is the port a migration probe's scratch database listens on (the probe Job's
+// -c port=, pkg/rollout).
+const ScratchPort = 55432
+
 // ServeScratch stands for the official postgres image as a migration probe's sidecar runs it
-// (docs/schema-lifecycle.md): a fresh server on 127.0.0.1:5432 whose superuser is postgres, with
-// trust authentication, until SIGTERM or SIGINT; it returns the process's exit code.
+// (docs/schema-lifecycle.md): a fresh server on 127.0.0.1:ScratchPort whose superuser is
+// postgres, with trust authentication, until SIGTERM or SIGINT; it returns the process's exit
+// code.
 func ServeScratch() int {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
-	s, err := Start(ctx, Options{Port: 5432, User: "postgres", Log: os.Stderr})
+	s, err := Start(ctx, Options{Port: ScratchPort, User: "postgres", Log: os.Stderr})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "scratch PostgreSQL:", err)
 		return 1
 	}
-	fmt.Fprintln(os.Stderr, "scratch PostgreSQL", s.Version(), "listening on 127.0.0.1:5432")
+	fmt.Fprintln(os.Stderr, "scratch PostgreSQL", s.Version(), "listening on 127.0.0.1:", ScratchPort)
 	<-ctx.Done()
 	if err := s.Close(); err != nil {
 		fmt.Fprintln(os.Stderr, "scratch PostgreSQL:", err)
