@@ -27,15 +27,7 @@ func (p *planner) hasPods(oj *ownedJob) bool {
 // "" when the pods say nothing useful, else "pod <name>: <cause>" for the most recent pod: valid
 // UTF-8, at most maxCause bytes (pod text is untrusted input).
 func (p *planner) podCauseText(oj *ownedJob) string {
-	var newest *corev1.Pod
-	for _, pod := range p.observed.Pods {
-		if pod == nil || !metav1.IsControlledBy(pod, oj.job) {
-			continue
-		}
-		if newest == nil || newest.CreationTimestamp.Before(&pod.CreationTimestamp) {
-			newest = pod
-		}
-	}
+	newest := newestPodOf(oj.job, p.observed.Pods)
 	if newest == nil {
 		return ""
 	}
