@@ -23,6 +23,10 @@ const (
 	defaultPlainMetricsAddr  = ":8080"
 	// defaultKubeAPIQPS < 0: no client-side rate limit, as controller-runtime's GetConfig sets.
 	defaultKubeAPIQPS = -1
+	// defaultProbeDatabaseImage is the official postgres image of the newest major version
+	// released: its pg_dump reads a database of any older one (a newer database than the image
+	// makes the probe's copy step fail: the probe is Unavailable).
+	defaultProbeDatabaseImage = "postgres:18"
 )
 
 // managerFlags binds the manager's own flags (not --kubeconfig or the zap flags, which
@@ -66,19 +70,20 @@ func bindManagerFlags(fs *flag.FlagSet) *managerFlags {
 		"This hub's identity, recorded in the anchor of every spoke it manages; a hub never writes a spoke whose anchor names another (schemagate.io/takeover hands it over). Empty: the UID of this cluster's kube-system namespace.")
 	fs.DurationVar(&f.spokeCleanupTimeout, "spoke-cleanup-timeout", controllers.DefaultSpokeCleanupTimeout,
 		"How long the deletion of a RoutingService waits for its unreachable spokes before it goes ahead and leaves their ReplicaSets running.")
-	fs.StringVar(&f.probeImage, "probe-image", "",
-		"Image holding /schemagate-schema (schemagate's own) that migration probe Jobs run their steps with. Empty: no migration probe runs (spec.schema.probe).")
-	fs.StringVar(&f.probeDatabaseImage, "probe-database-image", "",
-		"The scratch PostgreSQL image of migration probes (the official postgres image, the major version of your databases); spec.schema.probe.databaseImage overrides it. Empty: only RoutingServices that name their own probe.")
+	fs.StringVar(&f.probeImage, "probe-image", controllers.ProbeImageAuto,
+		"Image holding /schemagate-schema (schemagate's own) that migration probe Jobs run their steps with. \"auto\": the image of this manager's own pod (POD_NAMESPACE and POD_NAME name it; outside a pod, no probe). Empty: no migration probe runs (spec.schema.probe).")
+	fs.StringVar(&f.probeDatabaseImage, "probe-database-image", defaultProbeDatabaseImage,
+		"The scratch PostgreSQL image of migration probes (the official postgres image; the major version of your databases, or a newer one); spec.schema.probe.databaseImage overrides it. Empty: only RoutingServices that name their own.")
 	return f
 }
 
-// probeImages are the migration probe's images, or nil when --probe-image is empty.
-func (f *managerFlags) probeImages() *rollout.ProbeImages {
-	if f.probeImage == "" {
+// probeImages are the migration probe's images with tools as --probe-image resolved
+// (controllers.ResolveProbeImage), or nil when that is empty.
+func (f *managerFlags) probeImages(tools string) *rollout.ProbeImages {
+	if tools == "" {
 		return nil
 	}
-	return &rollout.ProbeImages{Tools: f.probeImage, Database: f.probeDatabaseImage}
+	return &rollout.ProbeImages{Tools: tools, Database: f.probeDatabaseImage}
 }
 
 // resolve checks the parsed flags and returns the manager's configuration. Errors name the flag.

@@ -33,6 +33,9 @@ func TestFlagDefaults(t *testing.T) {
 	if c.ProbeAddr != ":8081" || !c.LeaderElect || c.WatchNamespaces != nil {
 		t.Errorf("defaults: probe %q leader %v namespaces %v", c.ProbeAddr, c.LeaderElect, c.WatchNamespaces)
 	}
+	if f.probeImage != "auto" || f.probeDatabaseImage != "postgres:18" || f.probeImages("") != nil {
+		t.Errorf("probe defaults: image %q database %q; with no image resolved %+v", f.probeImage, f.probeDatabaseImage, f.probeImages(""))
+	}
 	if c.MaxConcurrentReconciles != 4 || c.KubeAPIQPS != -1 || c.KubeAPIBurst != 0 {
 		t.Errorf("client defaults: workers %d qps %v burst %d", c.MaxConcurrentReconciles, c.KubeAPIQPS, c.KubeAPIBurst)
 	}

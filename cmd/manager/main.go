@@ -40,6 +40,14 @@ func main() {
 		log.Error(err, "finding this hub's identity (set --hub-id)")
 		os.Exit(1)
 	}
+	probeImage, note, err := controllers.ResolveProbeImage(context.Background(), mgr.GetAPIReader(), flags.probeImage, os.Getenv)
+	if err != nil {
+		log.Error(err, "finding the migration probe's image (set --probe-image)")
+		os.Exit(1)
+	}
+	if note != "" {
+		log.Info(note)
+	}
 	if err := (&controllers.RoutingServiceReconciler{
 		Client:              mgr.GetClient(),
 		Recorder:            mgr.GetEventRecorder("schemagate"),
@@ -47,7 +55,7 @@ func main() {
 		APIReader:           mgr.GetAPIReader(),
 		Spokes:              &controllers.Spokes{Hub: hubID, Secrets: mgr.GetAPIReader(), Scheme: mgr.GetScheme()},
 		SpokeCleanupTimeout: flags.spokeCleanupTimeout,
-		Probe:               flags.probeImages(),
+		Probe:               flags.probeImages(probeImage),
 	}).SetupWithManager(mgr); err != nil {
 		log.Error(err, "setting up the RoutingService controller")
 		os.Exit(1)
@@ -62,7 +70,7 @@ func main() {
 	}
 	log.Info("starting the manager", "metrics", cfg.MetricsAddr, "metricsSecure", cfg.MetricsSecure,
 		"watchNamespaces", cfg.WatchNamespaces, "maxConcurrentReconciles", cfg.MaxConcurrentReconciles,
-		"hubID", hubID, "kubeAPIQPS", cfg.KubeAPIQPS, "kubeAPIBurst", cfg.KubeAPIBurst)
+		"hubID", hubID, "probeImage", probeImage, "probeDatabaseImage", flags.probeDatabaseImage, "kubeAPIQPS", cfg.KubeAPIQPS, "kubeAPIBurst", cfg.KubeAPIBurst)
 	if err := mgr.Start(ctrl.SetupSignalHandler()); err != nil {
 		log.Error(err, "running the manager")
 		os.Exit(1)

@@ -12,6 +12,7 @@ const (
 	EventBreakingMigration   = "BreakingMigration"                            // a migration started with allowBreakingMigration breaks a revision
 	EventProbeStarted        = "ProbeStarted"                                 // a migration probe Job was created
 	EventProbeRetried        = "ProbeRetried"                                 // a retry started the next probe attempt
+	EventProbeSawNoChange    = "ProbeSawNoChange"                             // a probe's migration left no trace on the scratch database
 	EventAssumedSchemaRange  = "AssumedSchemaRange"                           // a revision serves past its own schema version on an assumed range
 	EventSchemaConfirmed     = routingv1alpha1.ReasonSchemaConfirmed          // the gate opened
 	EventMigrationFailed     = routingv1alpha1.ReasonMigrationFailed          // the Job failed

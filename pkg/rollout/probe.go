@@ -295,6 +295,17 @@ func (p *planner) probeGate() bool {
 		// Not a version the status can name (over 63 characters): no probe, as without one.
 		return true
 	}
+	if why := probeUnsafe(p.rsvc); why != "" {
+		// The probe would run the migration on the database it names: it never starts.
+		p.status.Schema.Probe = &routingv1alpha1.ProbeStatus{From: from, To: required, Verdict: ProbeUnavailable, Changes: podText(why, maxCause)}
+		if p.rsvc.Spec.Schema.Probe.OnFailureOrDefault() == routingv1alpha1.ProbeFailureHold {
+			p.failSchema(routingv1alpha1.ReasonProbeFailed, fmt.Sprintf(
+				"the probe of the migration to schema %s cannot run: %s; spec.schema.probe.onFailure is Hold, so the migration waits (or set spec.schema.probe.mode: Off)", required, why))
+			return false
+		}
+		p.eventOnce(routingv1alpha1.ReasonProbeFailed, "", "the probe of the migration to schema %s cannot run: %s; the migration starts without it (spec.schema.probe.onFailure Proceed)", required, why)
+		return true
+	}
 	run := p.currentProbe(from)
 	if run != nil && p.retry != "" && (run.result.verdict == string(schemadiff.Failed) || run.result.verdict == ProbeUnavailable || run.result.verdict == ProbeUnreadable) {
 		p.event(false, EventProbeRetried, "retry %q: probe Job %s found the migration cannot be judged (%s); probe attempt %d starts", p.retry, run.job.Name, run.result.why, run.attempt+1)
@@ -338,6 +349,11 @@ func (p *planner) probeGate() bool {
 			return false
 		}
 		p.eventOnce(routingv1alpha1.ReasonProbeFailed, run.job.Name, "the probe of the migration to schema %s could not run: %s; the migration starts without it (spec.schema.probe.onFailure Proceed)", required, res.why)
+	case string(schemadiff.Conditional):
+		if res.report.Has(schemadiff.NothingChanged) {
+			p.eventOnce(EventProbeSawNoChange, run.job.Name, "probe Job %s saw the migration to schema %s change nothing on its scratch database, not even its tool's version table: if it reads its database's address from elsewhere than %s (spec.schema.probe.databaseEnv), it ran on that database; the migration starts",
+				run.job.Name, required, p.rsvc.Spec.Schema.Probe.DatabaseEnvOrDefault())
+		}
 	case string(schemadiff.Breaking):
 		p.eventOnce(routingv1alpha1.ReasonBreakingChange, run.job.Name, "probe Job %s found a breaking change in the migration to schema %s (%s); it starts because %s",
 			run.job.Name, required, p.status.Schema.Probe.Changes, p.breakingPassesBecause(from))

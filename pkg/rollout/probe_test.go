@@ -18,7 +18,8 @@ import (
 // playProbe plays a probe Job one tick after it was created, by the image of its migrate step:
 // "breaking" finds the incident's change (a text column turned json), "fail" fails on the
 // scratch database, "probe-broken" in the database image fails the copy step, "hang" never
-// ends; anything else finds a new nullable column. The probe never touches the database.
+// ends, "untouched" leaves no trace on the scratch database; anything else finds a new nullable
+// column. The probe never touches the database.
 func (w *world) playProbe(j *batchv1.Job) {
 	var migrate, db string
 	for _, c := range j.Spec.Template.Spec.InitContainers {
@@ -51,6 +52,9 @@ func (w *world) playProbe(j *batchv1.Job) {
 		exit(ProbeContainerCopy, 0, "")
 		exit(ProbeContainerMigrate, 0, "")
 		change := schemadiff.Change{Class: schemadiff.Expand, Kind: schemadiff.ColumnAdded, Table: "routes", Column: "weight", To: "integer"}
+		if strings.Contains(migrate, "untouched") {
+			change = schemadiff.Change{Class: schemadiff.Conditional, Kind: schemadiff.NothingChanged}
+		}
 		if strings.Contains(migrate, "breaking") {
 			change = schemadiff.Change{Class: schemadiff.Breaking, Kind: schemadiff.ColumnType, Table: "routes", Column: "target", From: "text", To: "json"}
 		}
@@ -337,5 +341,68 @@ func TestProbeOfAFailedBreakingMigrationDoesNotBlockItsFix(t *testing.T) {
 	})
 	if got := w.jobsOf(ComponentProbe); len(got) != 2 {
 		t.Fatalf("probe Jobs %v, want the breaking one and the fix's", got)
+	}
+}
+
+// A migration template that names its database in its args cannot be pointed at the scratch
+// database: no probe Job is created (it would migrate that database); with onFailure Proceed the
+// migration starts with a ProbeFailed Warning Event, with Hold it waits, Stalled, and says why.
+func TestProbeNeverRunsAMigrationThatNamesItsDatabase(t *testing.T) {
+	for _, hold := range []bool{false, true} {
+		t.Run(fmt.Sprintf("hold=%v", hold), func(t *testing.T) {
+			w := probing(t)
+			w.rsvc.Spec.Schema.Migration.Template.Spec.Containers[0].Args = []string{"-path", "/m", "-database", "postgres://edge@primary.db/edge", "up"}
+			if hold {
+				w.rsvc.Spec.Schema.Probe = &routingv1alpha1.ProbeSpec{OnFailure: routingv1alpha1.ProbeFailureHold}
+			}
+			w.update("app:v2", "2", "migrate:v2")
+			if !hold {
+				w.run(200, func() bool {
+					return w.isTrue(routingv1alpha1.ConditionReady) && w.rsvc.Status.StableRevision == w.rsvc.Status.UpdateRevision
+				})
+				if !w.sawEvent(routingv1alpha1.ReasonProbeFailed) {
+					t.Error("no ProbeFailed Warning Event")
+				}
+			} else {
+				w.run(60, func() bool { return w.isTrue(routingv1alpha1.ConditionStalled) })
+				c := w.condition(routingv1alpha1.ConditionSchemaReady)
+				if c.Reason != routingv1alpha1.ReasonProbeFailed || !strings.Contains(c.Message, "names its database") || !strings.Contains(c.Message, "$(DATABASE_URL)") {
+					t.Fatalf("SchemaReady = %s: %s", c.Reason, c.Message)
+				}
+				if got := w.jobsOf(ComponentMigration); len(got) != 1 {
+					t.Fatalf("migration Jobs %v", got)
+				}
+			}
+			if got := w.jobsOf(ComponentProbe); len(got) != 0 {
+				t.Fatalf("probe Jobs %v for a migration that names its database", got)
+			}
+		})
+	}
+	// $(DATABASE_URL) in args is the variable, which the probe points at its scratch database.
+	w := probing(t)
+	w.rsvc.Spec.Schema.Migration.Template.Spec.Containers[0].Args = []string{"-path", "/m", "-database", "$(DATABASE_URL)", "up"}
+	w.update("app:v2", "2", "migrate:v2")
+	w.reconcile()
+	if got := w.jobsOf(ComponentProbe); len(got) != 1 {
+		t.Fatalf("probe Jobs %v, want one", got)
+	}
+}
+
+// A migration that left no trace on the scratch database (it may have run on another one): a
+// ProbeSawNoChange Warning Event, once, and the migration starts.
+func TestProbeSawNoChange(t *testing.T) {
+	w := probing(t)
+	w.update("app:v2", "2", "migrate:untouched")
+	w.run(200, func() bool {
+		return w.isTrue(routingv1alpha1.ConditionReady) && w.rsvc.Status.StableRevision == w.rsvc.Status.UpdateRevision
+	})
+	n := 0
+	for _, e := range w.events {
+		if e.Reason == EventProbeSawNoChange {
+			n++
+		}
+	}
+	if n != 1 {
+		t.Fatalf("%d ProbeSawNoChange Events, want 1", n)
 	}
 }

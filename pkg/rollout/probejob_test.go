@@ -19,7 +19,9 @@ func TestProbeJobRunsTheTeamsMigrationOnScratch(t *testing.T) {
 	rsvc := fixture()
 	secret := &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: "edge-db"}, Key: "url"}}
 	m := &rsvc.Spec.Schema.Migration.Template.Spec
-	m.Containers[0].Env = []corev1.EnvVar{{Name: "DATABASE_URL", ValueFrom: secret}, {Name: "MIGRATIONS", Value: "/migrations"}}
+	m.Containers[0].Env = []corev1.EnvVar{{Name: "DATABASE_URL", ValueFrom: secret}, {Name: "MIGRATIONS", Value: "/migrations"},
+		{Name: "GOOSE_DBSTRING", ValueFrom: secret.DeepCopy()}, {Name: "REPLICA_DSN", Value: "host=replica.db user=edge"},
+		{Name: "PGHOST", Value: "primary.db"}, {Name: "PGSERVICE", Value: "edge"}, {Name: "OTHER_SECRET", ValueFrom: &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: "edge-db"}, Key: "token"}}}}
 	m.Containers[0].Command = []string{"migrate", "-path", "/migrations", "up"}
 	m.ServiceAccountName = "migrator"
 	m.SecurityContext = &corev1.PodSecurityContext{RunAsNonRoot: new(bool)}
@@ -60,14 +62,43 @@ func TestProbeJobRunsTheTeamsMigrationOnScratch(t *testing.T) {
 	if e := env(migrate, "DATABASE_URL"); e == nil || e.Value != probeScratchURL || e.ValueFrom != nil {
 		t.Fatalf("the migration does not run on the scratch database: %+v", migrate.Env)
 	}
+	// Whatever else names the database is pointed at the scratch one too; libpq's file and
+	// service variables are dropped; other variables are the team's.
+	for _, name := range []string{"GOOSE_DBSTRING", "REPLICA_DSN"} {
+		if e := env(migrate, name); e == nil || e.Value != probeScratchURL || e.ValueFrom != nil {
+			t.Errorf("%s is not pointed at the scratch database: %+v", name, e)
+		}
+	}
+	for name, want := range map[string]string{"PGHOST": "127.0.0.1", "PGPORT": probeScratchPort, "PGPASSWORD": "", "PGSSLMODE": "disable"} {
+		if e := env(migrate, name); e == nil || e.Value != want || e.ValueFrom != nil {
+			t.Errorf("%s: %+v, want %q", name, e, want)
+		}
+	}
+	if e := env(migrate, "PGSERVICE"); e != nil {
+		t.Errorf("PGSERVICE kept: %+v", e)
+	}
+	if e := env(migrate, "OTHER_SECRET"); e == nil || e.ValueFrom == nil || e.ValueFrom.SecretKeyRef.Key != "token" {
+		t.Errorf("OTHER_SECRET changed: %+v", e)
+	}
 	if e := env(migrate, "MIGRATIONS"); e == nil || strings.Join(migrate.Command, " ") != "migrate -path /migrations up" || migrate.Image != "migrate:ok" {
 		t.Fatalf("the migration container changed beyond its database: %+v", migrate)
 	}
-	if spec.ServiceAccountName != "migrator" || spec.SecurityContext != nil || spec.RestartPolicy != corev1.RestartPolicyNever {
+	if spec.ServiceAccountName != "migrator" || spec.SecurityContext == nil || spec.SecurityContext.RunAsNonRoot == nil || spec.RestartPolicy != corev1.RestartPolicyNever {
 		t.Fatalf("pod spec: sa %q securityContext %v restartPolicy %s", spec.ServiceAccountName, spec.SecurityContext, spec.RestartPolicy)
 	}
 	if len(spec.Containers) != 1 || spec.Containers[0].Name != ProbeContainerReport || spec.Containers[0].Image != "schemagate:v1" {
 		t.Fatalf("containers %+v", spec.Containers)
+	}
+	// The probe's own containers run as restricted Pod Security admits; the team's as they are.
+	for _, c := range append(spec.InitContainers[:3:3], spec.Containers[0]) {
+		sc := c.SecurityContext
+		if sc == nil || sc.RunAsUser == nil || *sc.RunAsUser == 0 || sc.RunAsNonRoot == nil || !*sc.RunAsNonRoot || sc.AllowPrivilegeEscalation == nil || *sc.AllowPrivilegeEscalation ||
+			sc.Capabilities == nil || len(sc.Capabilities.Drop) != 1 || sc.SeccompProfile == nil {
+			t.Errorf("container %s: security context %+v", c.Name, sc)
+		}
+	}
+	if migrate.SecurityContext != nil {
+		t.Errorf("the migration's security context changed: %+v", migrate.SecurityContext)
 	}
 
 	// spec.schema.probe.databaseImage and databaseEnv win.

@@ -27,6 +27,10 @@ type Catalog struct {
 	Relations map[uint32]*Relation
 	// Enums are the enum types, by OID.
 	Enums map[uint32]*Enum
+	// ToolState is what the migration tools' own tables (ToolTables) hold, by schema.table: their
+	// row count and a digest of their rows. A migration run by a tool changes it, even one that
+	// changes no schema. Nil in a capture made before it was kept.
+	ToolState map[string]string `json:",omitempty"`
 }
 
 // Relation is a table or a view.
@@ -126,7 +130,7 @@ const userSchemas = `n.nspname NOT IN ('pg_catalog', 'information_schema') AND n
 // (ToolTables aside), their columns, constraints and indexes, and every enum type. Its errors are
 // the database's.
 func Capture(ctx context.Context, q Querier) (*Catalog, error) {
-	c := &Catalog{Relations: map[uint32]*Relation{}, Enums: map[uint32]*Enum{}}
+	c := &Catalog{Relations: map[uint32]*Relation{}, Enums: map[uint32]*Enum{}, ToolState: map[string]string{}}
 	steps := []struct {
 		what string
 		fn   func(context.Context, Querier) error
@@ -137,6 +141,7 @@ func Capture(ctx context.Context, q Querier) (*Catalog, error) {
 		{"indexes", c.readIndexes},
 		{"triggers", c.readTriggers},
 		{"enum types", c.readEnums},
+		{"migration tools' tables", c.readToolState},
 	}
 	for _, s := range steps {
 		if err := s.fn(ctx, q); err != nil {
@@ -297,6 +302,38 @@ WHERE `+userSchemas+` ORDER BY t.oid, e.enumsortorder`)
 		e.Labels = append(e.Labels, label)
 	}
 	return rows.Err()
+}
+
+// readToolState reads each tool table's row count and the md5 of its rows in their text form,
+// sorted: these tables hold a row per migration, so the read is small.
+func (c *Catalog) readToolState(ctx context.Context, q Querier) error {
+	rows, err := q.Query(ctx, `
+SELECT n.nspname, c.relname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+WHERE c.relkind = 'r' AND c.relname = ANY($1) AND `+userSchemas+` ORDER BY 1, 2`, ToolTables)
+	if err != nil {
+		return err
+	}
+	tables, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (pgx.Identifier, error) {
+		var schema, name string
+		err := r.Scan(&schema, &name)
+		return pgx.Identifier{schema, name}, err
+	})
+	if err != nil {
+		return err
+	}
+	for _, t := range tables {
+		var n int64
+		var sum string
+		rows, qerr := q.Query(ctx, `SELECT count(*), COALESCE(md5(string_agg(t::text, E'\n' ORDER BY t::text)), '') FROM `+t.Sanitize()+` t`)
+		if qerr != nil {
+			return qerr
+		}
+		if _, err := pgx.ForEachRow(rows, []any{&n, &sum}, func() error { return nil }); err != nil {
+			return err
+		}
+		c.ToolState[qualified(t[0], t[1])] = fmt.Sprintf("%d rows, md5 %s", n, sum)
+	}
+	return nil
 }
 
 // oids are the relations' OIDs, as int8 for the queries' ANY($1).

@@ -71,6 +71,8 @@ const (
 	EnumValueRemoved   Kind = "enum-value-removed"
 	MigrationFailed    Kind = "migration-failed"
 	MigrationToolDirty Kind = "migration-dirty"
+	// NothingChanged: neither the schema nor a migration tool's table changed (Diff).
+	NothingChanged Kind = "nothing-changed"
 )
 
 // Change is one difference between two captures, classified.

@@ -1,6 +1,7 @@
 package schemadiff
 
 import (
+	"maps"
 	"slices"
 	"sort"
 	"strings"
@@ -24,6 +25,11 @@ func Diff(before, after *Catalog) []Change {
 		}
 	}
 	out = append(out, diffEnums(before, after)...)
+	if len(out) == 0 && before.ToolState != nil && after.ToolState != nil && maps.Equal(before.ToolState, after.ToolState) {
+		// A migration that ran and left no trace: it may have run, but elsewhere.
+		out = append(out, Change{Class: Conditional, Kind: NothingChanged,
+			Why: "the migration changed neither the schema nor its tool's version table here: one that reads its database's address from elsewhere than the probe's variable ran on that database"})
+	}
 	sortChanges(out)
 	return out
 }

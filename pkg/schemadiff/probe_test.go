@@ -29,6 +29,7 @@ CREATE TABLE routes (
 CREATE INDEX routes_weight ON routes (weight);
 INSERT INTO routes (host, target, weight, kind) VALUES ('a.example', '{"upstream": "x"}', 1, 'static');
 CREATE TABLE schema_migrations (version bigint PRIMARY KEY, dirty boolean NOT NULL);
+INSERT INTO schema_migrations VALUES (1, false);
 `
 
 // probeCases are the change kinds the probe must tell apart, each a migration run on v1.
@@ -52,6 +53,8 @@ UPDATE routes SET region = 'eu'; ALTER TABLE routes ALTER COLUMN region SET NOT 
 	{"NOT NULL set, a check and a unique index added", `ALTER TABLE routes ALTER COLUMN target SET NOT NULL; ALTER TABLE routes ADD CONSTRAINT weight_positive CHECK (weight > 0); CREATE UNIQUE INDEX routes_host ON routes (host)`},
 	{"a migration that fails", `ALTER TABLE routes ALTER COLUMN host TYPE integer USING host::integer`},
 	{"nothing but the tool's own table", `INSERT INTO schema_migrations VALUES (2, false)`},
+	{"the tool's own table, one row changed", `UPDATE schema_migrations SET dirty = true`},
+	{"nothing at all (a migration that ran on another database)", `UPDATE routes SET weight = 2`},
 }
 
 var pg *postgres.Server

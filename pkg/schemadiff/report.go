@@ -134,6 +134,19 @@ func Parse(b []byte) (*Report, error) {
 	return &r, nil
 }
 
+// Has reports whether r (nil: no) has a change of kind k.
+func (r *Report) Has(k Kind) bool {
+	if r == nil {
+		return false
+	}
+	for _, c := range r.Changes {
+		if c.Kind == k {
+			return true
+		}
+	}
+	return false
+}
+
 // Lines renders the report for a person, one change a line, the verdict first.
 func (r *Report) Lines() []string {
 	out := []string{"verdict: " + string(r.Verdict)}

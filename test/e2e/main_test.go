@@ -92,8 +92,9 @@ func run(m *testing.M) int {
 	manager, err = localcluster.StartProcess("manager", filepath.Join(binDir, "manager"), []string{
 		"--kubeconfig=" + cluster.Kubeconfig, "--leader-elect=false",
 		fmt.Sprintf("--metrics-bind-address=127.0.0.1:%d", metricsPort), "--metrics-secure=false", "--health-probe-bind-address=0",
-		// Migration probes, for the RoutingServices that name their scratch image (the R-4 probe story).
-		"--probe-image=" + realstack.SchemaImage,
+		// Migration probes, for the RoutingServices that name their scratch image (the R-4 probe
+		// stories): no default scratch image, which the node agent could not run.
+		"--probe-image=" + realstack.SchemaImage, "--probe-database-image=",
 	}, filepath.Join(state, "logs", "manager.log"))
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "manager:", err)

@@ -489,3 +489,36 @@ func TestChartHubID(t *testing.T) {
 		t.Error("hubID with a space rendered")
 	}
 }
+
+// The migration probe is on by default, with the manager's own image (it holds
+// /schemagate-schema) and the official postgres image; probe.image and probe.databaseImage name
+// others, and probe.enabled false turns it off (--probe-image= with nothing).
+func TestChartProbe(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		values map[string]any
+		want   []string
+	}{
+		{"defaults", nil, []string{"--probe-image=" + repository + ":0.1.0", "--probe-database-image=postgres:18"}},
+		{"by digest", map[string]any{"image": map[string]any{"repository": repository, "tag": "v1", "digest": "sha256:" + strings.Repeat("a", 64)}},
+			[]string{"--probe-image=" + repository + ":v1@sha256:" + strings.Repeat("a", 64)}},
+		{"images named", map[string]any{"probe": map[string]any{"image": "mirror.example/sg:v1", "databaseImage": "mirror.example/postgres:16"}},
+			[]string{"--probe-image=mirror.example/sg:v1", "--probe-database-image=mirror.example/postgres:16"}},
+		{"off", map[string]any{"probe": map[string]any{"enabled": false}}, []string{"--probe-image="}},
+	} {
+		values := withImage(tc.values)
+		r, err := RenderChart(ChartDir(), "sg", "ops", values)
+		if err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		args := oneDeployment(t, objects(t, []byte(r.Manifest))).Spec.Template.Spec.Containers[0].Args
+		for _, w := range tc.want {
+			if !slices.Contains(args, w) {
+				t.Errorf("%s: args %v lack %s", tc.name, args, w)
+			}
+		}
+		if tc.name == "off" && slices.ContainsFunc(args, func(a string) bool { return strings.HasPrefix(a, "--probe-database-image") }) {
+			t.Errorf("off: args %v", args)
+		}
+	}
+}

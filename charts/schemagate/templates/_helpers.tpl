@@ -94,3 +94,8 @@ asks the API server who a scraper is (TokenReview) and whether it may GET /metri
   resources: ["subjectaccessreviews"]
   verbs: ["create"]
 {{- end -}}
+
+{{/* The manager's image: repository:tag, and @digest when set. */}}
+{{- define "schemagate.image" -}}
+{{ required "set image.repository (and image.tag) to the image you built: see docs/image.md" .Values.image.repository }}:{{ .Values.image.tag | default .Chart.AppVersion }}{{ with .Values.image.digest }}@{{ . }}{{ end }}
+{{- end }}
