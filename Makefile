@@ -135,8 +135,9 @@ fuzz: ## Fuzz the planner and the parsers longer: FUZZTIME=5m by default
 	done
 
 .PHONY: bench
-bench: ## Benchmarks of the rollout planner (prints a table).
+bench: postgres ## Benchmarks of the rollout planner, and of one migration probe's steps on a real PostgreSQL (prints a table).
 	go test -run '^$$' -bench . -benchmem ./pkg/...
+	go test -run '^$$' -bench BenchmarkProbe -benchtime 5x ./cmd/schemagate-schema/
 
 .PHONY: bench-e2e
 bench-e2e: build cluster-binaries ## Deployments vs RoutingServices at scale on the local cluster (BENCH_N=25,50 by default; BENCH_FLEET_N for the hub-and-regions fleet, default the smallest N); table in .state/bench/latest.md.

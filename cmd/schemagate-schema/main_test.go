@@ -100,7 +100,7 @@ func requirePassword(ctx context.Context, hbaPath string) error {
 var databases atomic.Int32
 
 // newDatabase creates an empty database named after the test and returns its URL.
-func newDatabase(t *testing.T) string {
+func newDatabase(t testing.TB) string {
 	t.Helper()
 	name := regexp.MustCompile(`[^a-z0-9]+`).ReplaceAllString(strings.ToLower(t.Name()), "_")
 	if len(name) > 50 {
@@ -114,7 +114,7 @@ func newDatabase(t *testing.T) string {
 }
 
 // execSQL runs statements in the database at url.
-func execSQL(t *testing.T, url string, statements ...string) {
+func execSQL(t testing.TB, url string, statements ...string) {
 	t.Helper()
 	conn, err := pgx.Connect(t.Context(), url)
 	if err != nil {
@@ -148,7 +148,7 @@ var (
 
 // binary builds schemagate-schema once per test binary and returns its path, so that the CLI
 // tests run the real program: flags, exit codes, signals.
-func binary(t *testing.T) string {
+func binary(t testing.TB) string {
 	t.Helper()
 	buildOnce.Do(func() {
 		binPath = filepath.Join(tmpDir, "bin", progName)
@@ -172,7 +172,7 @@ type result struct {
 
 // runBinary runs the built binary with args and only the environment env (plus PATH and HOME),
 // so that nothing of the test's environment (TERMINATION_MESSAGE_PATH, PG*) leaks in.
-func runBinary(t *testing.T, env []string, args ...string) result {
+func runBinary(t testing.TB, env []string, args ...string) result {
 	t.Helper()
 	cmd := exec.CommandContext(t.Context(), binary(t), args...)
 	cmd.Env = append([]string{"PATH=" + os.Getenv("PATH"), "HOME=" + t.TempDir()}, env...)

@@ -16,7 +16,7 @@ import (
 
 // migrateExample brings the database at url to version with the example router's naive set
 // (examples/edge-router/migrations-naive), as its migration container does.
-func migrateExample(t *testing.T, url string, version uint) {
+func migrateExample(t testing.TB, url string, version uint) {
 	t.Helper()
 	src, err := iofs.New(os.DirFS(filepath.Join("..", "..", "examples", "edge-router")), "migrations-naive")
 	if err != nil {

@@ -160,6 +160,16 @@ func Start(ctx context.Context, opts Options) (_ *Server, err error) {
 // Port is the TCP port the server listens on (on 127.0.0.1), the same across Stop and Start.
 func (s *Server) Port() int { return s.port }
 
+// PID is the server's process (its postmaster), or 0 when it is not running.
+func (s *Server) PID() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.cmd == nil || s.cmd.Process == nil {
+		return 0
+	}
+	return s.cmd.Process.Pid
+}
+
 // Version is the server's version as `postgres --version` prints it, e.g. "15.18".
 func (s *Server) Version() string { return s.version }
 
