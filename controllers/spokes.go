@@ -263,7 +263,13 @@ func (s *Spokes) connect(parent context.Context, key, ns, secret, fingerprint st
 	if err != nil {
 		return nil, err
 	}
-	ca, err := cache.New(cfg, cache.Options{Scheme: s.Scheme, DefaultNamespaces: map[string]cache.Config{ns: {}},
+	// The cache's informers list and then watch: a watch is meant to stay open (the API server
+	// ends it after its own timeoutSeconds), and client-go cuts every request, watches too, at
+	// rest.Config.Timeout. So the cache's requests have no client timeout; the first sync is
+	// bounded by SyncTimeout, and the direct client's requests by cfg.Timeout.
+	cacheCfg := rest.CopyConfig(cfg)
+	cacheCfg.Timeout = 0
+	ca, err := cache.New(cacheCfg, cache.Options{Scheme: s.Scheme, DefaultNamespaces: map[string]cache.Config{ns: {}},
 		DefaultLabelSelector: managed, ReaderFailOnMissingInformer: true, DefaultTransform: cache.TransformStripManagedFields()})
 	if err != nil {
 		return nil, err

@@ -1,0 +1,166 @@
+package integration
+
+import (
+	"context"
+	"encoding/pem"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	authenticationv1 "k8s.io/api/authentication/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	routingv1alpha1 "github.com/schemagate/schemagate/api/v1alpha1"
+	"github.com/schemagate/schemagate/test/story"
+)
+
+// slowSpoke is a TLS proxy on loopback in front of the suite's API server that holds every
+// ReplicaSet list of a cache (a list, or a watch that starts with one; not the reachability
+// probe's one-item list) for delay before it passes it on, and counts the ReplicaSet watches that
+// go through it.
+type slowSpoke struct {
+	srv   *httptest.Server
+	delay time.Duration
+
+	watches, open atomic.Int32
+	mu            sync.Mutex
+	firstWatch    time.Time
+}
+
+func newSlowSpoke(t *testing.T, delay time.Duration) *slowSpoke {
+	t.Helper()
+	target, err := url.Parse(cfg.Host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr, err := rest.TransportFor(&rest.Config{Host: cfg.Host, TLSClientConfig: rest.TLSClientConfig{CAData: cfg.CAData}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	proxy := httputil.NewSingleHostReverseProxy(target)
+	proxy.Transport, proxy.FlushInterval = tr, -1
+	s := &slowSpoke{delay: delay}
+	s.srv = httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		q := r.URL.Query()
+		if r.Method == http.MethodGet && strings.HasSuffix(r.URL.Path, "/replicasets") {
+			watch := q.Get("watch") == "true"
+			if watch {
+				s.watches.Add(1)
+				s.open.Add(1)
+				defer s.open.Add(-1)
+				s.mu.Lock()
+				if s.firstWatch.IsZero() {
+					s.firstWatch = time.Now()
+				}
+				s.mu.Unlock()
+			}
+			// The cache's list: a list, or a watch that begins with the list (client-go's
+			// streaming list, sendInitialEvents); never the probe's one-item list.
+			if (!watch && q.Get("limit") != "1") || q.Get("sendInitialEvents") == "true" {
+				select {
+				case <-time.After(s.delay): // what is measured: a list slower than the old 10 s cut
+				case <-r.Context().Done():
+					return
+				}
+			}
+		}
+		proxy.ServeHTTP(w, r)
+	}))
+	t.Cleanup(func() {
+		// Its watches never end by themselves: Close alone would wait for them.
+		s.srv.CloseClientConnections()
+		s.srv.Close()
+	})
+	return s
+}
+
+// kubeconfig is a kubeconfig for the proxy, with token as its user's bearer token.
+func (s *slowSpoke) kubeconfig(t *testing.T, token string) []byte {
+	t.Helper()
+	kc := clientcmdapi.NewConfig()
+	kc.Clusters["slow"] = &clientcmdapi.Cluster{Server: s.srv.URL,
+		CertificateAuthorityData: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: s.srv.Certificate().Raw})}
+	kc.AuthInfos["slow"] = &clientcmdapi.AuthInfo{Token: token}
+	kc.Contexts["slow"] = &clientcmdapi.Context{Cluster: "slow", AuthInfo: "slow"}
+	kc.CurrentContext = "slow"
+	b, err := clientcmd.Write(*kc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// A region cluster whose first ReplicaSet list takes 12 s (a large namespace, a slow link): the
+// spoke's cache still syncs (its requests have no 10 s client timeout, which used to cut the list
+// every time, so the cluster was never reachable), the shard becomes Ready, and the cache's
+// ReplicaSet watch stays open past 10 s instead of being cut and started again.
+func TestSpokeSlowListAndLongWatch(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	ns, spokeNS := kit.NewNamespace(t), kit.NewNamespace(t)
+	fake.setDatabase(spokeNS, "1", false)
+	slow := newSlowSpoke(t, 12*time.Second)
+
+	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "spoke-admin"}}
+	binding := &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "slow-spoke-" + ns},
+		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "cluster-admin"},
+		Subjects: []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: ns, Name: sa.Name}}}
+	for _, o := range []client.Object{sa, binding} {
+		if err := k8s.Create(ctx, o); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Cleanup(func() { _ = k8s.Delete(context.Background(), binding) })
+	tr, err := kubernetes.NewForConfigOrDie(cfg).CoreV1().ServiceAccounts(ns).CreateToken(ctx, sa.Name,
+		&authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr.To(int64(3600))}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "eu-kubeconfig"},
+		Data: map[string][]byte{"value": slow.kubeconfig(t, tr.Status.Token)}}
+	if err := k8s.Create(ctx, secret); err != nil {
+		t.Fatal(err)
+	}
+	rsvc := story.Fixture(ns)
+	rsvc.Spec.Shards[1].Cluster = &routingv1alpha1.ShardCluster{Name: "eu", Namespace: spokeNS}
+	if err := k8s.Create(ctx, rsvc); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	kit.WaitReady(t, ns, 90*time.Second)
+	t.Logf("Ready %.1fs after the create, through a ReplicaSet list held %s", time.Since(start).Seconds(), slow.delay)
+	story.Eventually(t, 10*time.Second, "ClustersReachable", kit.HasCondition(t, ns, routingv1alpha1.ConditionClustersReachable, metav1.ConditionTrue, routingv1alpha1.ReasonClustersReachable))
+
+	// The first watch (the list's, or the one after it) is open 15 s after it began, and is the
+	// only one.
+	slow.mu.Lock()
+	first := slow.firstWatch
+	slow.mu.Unlock()
+	if first.IsZero() {
+		t.Fatal("no ReplicaSet watch went through the proxy")
+	}
+	story.Eventually(t, 30*time.Second, "15 s of the first watch", func() error {
+		if d := time.Since(first); d < 15*time.Second {
+			return fmt.Errorf("the first watch is %s old", d.Round(time.Second))
+		}
+		return nil
+	})
+	if n, open := slow.watches.Load(), slow.open.Load(); n != 1 || open != 1 {
+		t.Fatalf("%d ReplicaSet watches started, %d open, 15 s after the first: want one, still open", n, open)
+	}
+}
