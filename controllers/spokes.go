@@ -71,7 +71,10 @@ type spokeConn struct {
 	lastContact time.Time
 	synced      bool
 	rebuild     bool
-	closed      bool // released (Release): stopped, never handed out again
+	closed      bool // released (Release) or dropped: stopped, never handed out again
+	// insecure: its credentials skip verifying the server's certificate (allowed by the Secret's
+	// schemagate.io/allow-insecure-tls).
+	insecure bool
 	users       map[types.NamespacedName]bool
 }
 
@@ -123,18 +126,27 @@ func (s *Spokes) view(ctx context.Context, rsvc *routingv1alpha1.RoutingService,
 	if needRead {
 		var sec corev1.Secret
 		err := s.Secrets.Get(ctx, client.ObjectKey{Namespace: rsvc.Namespace, Name: secretName}, &sec)
+		// A Secret that is gone, unreadable or refused closes the connection built from it:
+		// nothing keeps using credentials that were revoked.
 		switch {
 		case apierrors.IsNotFound(err):
+			s.drop(key)
 			v.State, v.Message = routingv1alpha1.ClusterCredentialsRefused, fmt.Sprintf("Secret %s/%s not found", rsvc.Namespace, secretName)
 			return v, nil
 		case err != nil:
+			s.drop(key)
 			v.State, v.Message = routingv1alpha1.ClusterCredentialsRefused, fmt.Sprintf("Secret %s/%s cannot be read: %v", rsvc.Namespace, secretName, err)
 			return v, nil
 		}
+		allowInsecure := sec.Annotations[routingv1alpha1.AnnotationAllowInsecureTLS] == "true"
 		fp := spoke.Fingerprint(sec.Data)
+		if allowInsecure {
+			fp += "+" + routingv1alpha1.AnnotationAllowInsecureTLS
+		}
 		if c == nil || c.fingerprint != fp || c.wantsRebuild() {
-			cfg, err := spoke.Config(sc, rsvc.Namespace+"/"+secretName, sec.Data)
+			cfg, err := spoke.Config(sc, rsvc.Namespace+"/"+secretName, sec.Data, allowInsecure)
 			if err != nil {
+				s.drop(key)
 				v.State, v.Message = routingv1alpha1.ClusterCredentialsRefused, err.Error()
 				return v, nil
 			}
@@ -175,6 +187,9 @@ func (s *Spokes) view(ctx context.Context, rsvc *routingv1alpha1.RoutingService,
 	}
 	c.users[types.NamespacedName{Namespace: rsvc.Namespace, Name: rsvc.Name}] = true
 	v.State, v.Message, v.LastContact = c.state, c.message, c.lastContact
+	if c.insecure {
+		v.Note = fmt.Sprintf("its server's certificate is not verified (Secret %s/%s: %s)", rsvc.Namespace, c.secret, routingv1alpha1.AnnotationAllowInsecureTLS)
+	}
 	if v.State == routingv1alpha1.ClusterReachable && c.synced {
 		return v, c
 	}
@@ -182,6 +197,23 @@ func (s *Spokes) view(ctx context.Context, rsvc *routingv1alpha1.RoutingService,
 		v.State, v.Message = routingv1alpha1.ClusterConnecting, "its cache is not in sync yet"
 	}
 	return v, nil
+}
+
+// drop closes the connection of key, if there is one, and wakes the RoutingServices that used
+// it: its cache and probe stop, and the next view reads the Secret again.
+func (s *Spokes) drop(key string) {
+	s.mu.Lock()
+	c := s.conns[key]
+	delete(s.conns, key)
+	s.mu.Unlock()
+	if c == nil {
+		return
+	}
+	c.cancel()
+	s.wake(c)
+	c.mu.Lock()
+	c.closed = true
+	c.mu.Unlock()
 }
 
 // secretDue reports whether the connection's Secret was last read every or more ago.
@@ -279,7 +311,7 @@ func (s *Spokes) connect(parent context.Context, key, ns, secret, fingerprint st
 		return nil, err
 	}
 	ctx, cancel := context.WithCancel(context.WithoutCancel(parent))
-	c := &spokeConn{key: key, namespace: ns, secret: secret, fingerprint: fingerprint, client: direct, cache: ca, cancel: cancel,
+	c := &spokeConn{key: key, namespace: ns, secret: secret, fingerprint: fingerprint, client: direct, cache: ca, cancel: cancel, insecure: cfg.Insecure,
 		state: routingv1alpha1.ClusterConnecting, message: "connecting", users: map[types.NamespacedName]bool{}}
 	go s.run(ctx, c)
 	return c, nil

@@ -1519,6 +1519,13 @@ const AnnotationApproveContract = "schemagate.io/approve-contract"
 // manages.
 const AnnotationTakeover = "schemagate.io/takeover"
 
+// AnnotationAllowInsecureTLS, set to "true" on a cluster Secret (spec.shards[].cluster), lets
+// schemagate use credentials that skip verifying the cluster's server certificate (a kubeconfig's
+// insecure-skip-tls-verify, an Argo CD Secret's tlsClientConfig.insecure): its token then goes to
+// a server nobody verified. Without it such a Secret is refused (CredentialsRefused); with it
+// ClustersReachable says which cluster is not verified.
+const AnnotationAllowInsecureTLS = "schemagate.io/allow-insecure-tls"
+
 // AnnotationClustersUsed is written by schemagate: the clusters (and namespaces there) the
 // RoutingService's shards have run in, so that a shard removed from spec.shards, or moved to
 // another cluster, is cleaned up where it ran once the rollout is complete everywhere else

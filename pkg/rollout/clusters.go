@@ -22,6 +22,9 @@ type ClusterView struct {
 	Message string
 	// LastContact is when the spoke last answered (zero: never).
 	LastContact time.Time
+	// Note is what ClustersReachable says of a cluster that answers (its server's certificate
+	// is not verified), or "".
+	Note string
 }
 
 // reasonOf is the ClustersReachable reason of a state.
@@ -176,7 +179,15 @@ func (p *planner) clustersCondition() {
 		meta.RemoveStatusCondition(&p.status.Conditions, routingv1alpha1.ConditionClustersReachable)
 		return
 	}
-	p.setCondition(routingv1alpha1.ConditionClustersReachable, metav1.ConditionTrue, routingv1alpha1.ReasonClustersReachable, "every shard's cluster answers")
+	msg := "every shard's cluster answers"
+	seen := map[string]bool{}
+	for _, shard := range p.rsvc.Spec.Shards {
+		if view, ok := p.observed.Clusters[shard.Name]; ok && shard.Cluster != nil && view.Note != "" && !seen[view.Name] {
+			seen[view.Name] = true
+			msg += fmt.Sprintf("; cluster %s: %s", view.Name, view.Note)
+		}
+	}
+	p.setCondition(routingv1alpha1.ConditionClustersReachable, metav1.ConditionTrue, routingv1alpha1.ReasonClustersReachable, msg)
 }
 
 // awaySince is when shard's cluster stopped answering, as status.shards[].cluster.unreachableSince

@@ -37,19 +37,33 @@ func refuse(secret, format string, args ...any) error {
 // certificate with the server's CA, inline. exec and auth-provider plugins, file references
 // (token, certificate or CA files read from the manager's filesystem), username/password and
 // impersonation are refused with a *CredentialError, as are data over MaxCredentialBytes and a
-// server that is not an https (or http on loopback) URL.
-func Config(cluster *routingv1alpha1.ShardCluster, secret string, data map[string][]byte) (*rest.Config, error) {
+// server that is not an https (or http on loopback) URL. Credentials that skip verifying the
+// server's certificate are refused unless allowInsecure (the Secret's
+// routingv1alpha1.AnnotationAllowInsecureTLS).
+func Config(cluster *routingv1alpha1.ShardCluster, secret string, data map[string][]byte, allowInsecure bool) (*rest.Config, error) {
+	var cfg *rest.Config
+	var err error
+	where := "tlsClientConfig.insecure in key config"
 	switch cluster.SecretFormat() {
 	case routingv1alpha1.ClusterSecretArgoCD:
-		return argoConfig(secret, data)
+		cfg, err = argoConfig(secret, data)
 	default:
 		key := cluster.SecretKey()
 		raw, ok := data[key]
 		if !ok || len(raw) == 0 {
 			return nil, refuse(secret, "has no key %q (a kubeconfig, as Cluster API writes <cluster>-kubeconfig)", key)
 		}
-		return kubeconfigConfig(secret, key, raw)
+		cfg, err = kubeconfigConfig(secret, key, raw)
+		where = fmt.Sprintf("insecure-skip-tls-verify in key %q", key)
 	}
+	if err != nil {
+		return nil, err
+	}
+	if cfg.Insecure && !allowInsecure {
+		return nil, refuse(secret, "%s: the server's certificate would not be verified, and the credentials would go to whoever answers; give the cluster's CA instead, or annotate the Secret %s=true to accept that",
+			where, routingv1alpha1.AnnotationAllowInsecureTLS)
+	}
+	return cfg, nil
 }
 
 func kubeconfigConfig(secret, key string, raw []byte) (*rest.Config, error) {

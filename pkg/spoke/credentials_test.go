@@ -43,7 +43,7 @@ func capiCluster() *routingv1alpha1.ShardCluster { return &routingv1alpha1.Shard
 // names another key; its current context's server, CA, TLS server name and token or client
 // certificate make the config.
 func TestConfigKubeconfig(t *testing.T) {
-	cfg, err := Config(capiCluster(), secretName, map[string][]byte{"value": kubeconfig(t, nil)})
+	cfg, err := Config(capiCluster(), secretName, map[string][]byte{"value": kubeconfig(t, nil)}, false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -55,7 +55,7 @@ func TestConfigKubeconfig(t *testing.T) {
 	cert := kubeconfig(t, func(c *clientcmdapi.Config) {
 		c.AuthInfos["schemagate-hub"] = &clientcmdapi.AuthInfo{ClientCertificateData: []byte("cert-pem"), ClientKeyData: []byte("key-pem")}
 	})
-	cfg, err = Config(capiCluster(), secretName, map[string][]byte{"value": cert})
+	cfg, err = Config(capiCluster(), secretName, map[string][]byte{"value": cert}, false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -64,7 +64,7 @@ func TestConfigKubeconfig(t *testing.T) {
 	}
 
 	// One context and no current-context: that context.
-	cfg, err = Config(capiCluster(), secretName, map[string][]byte{"value": kubeconfig(t, func(c *clientcmdapi.Config) { c.CurrentContext = "" })})
+	cfg, err = Config(capiCluster(), secretName, map[string][]byte{"value": kubeconfig(t, func(c *clientcmdapi.Config) { c.CurrentContext = "" })}, false)
 	if err != nil || cfg.Host != "https://eu-1.example:6443" {
 		t.Errorf("single context without current-context: %v %+v", err, cfg)
 	}
@@ -72,13 +72,13 @@ func TestConfigKubeconfig(t *testing.T) {
 	cfg, err = Config(capiCluster(), secretName, map[string][]byte{"value": kubeconfig(t, func(c *clientcmdapi.Config) {
 		c.Clusters["other"] = &clientcmdapi.Cluster{Server: "https://other.example"}
 		c.Contexts["other"] = &clientcmdapi.Context{Cluster: "other", AuthInfo: "schemagate-hub"}
-	})})
+	})}, false)
 	if err != nil || cfg.Host != "https://eu-1.example:6443" {
 		t.Errorf("current context among several: %v %+v", err, cfg)
 	}
 	// Plain http is accepted on loopback only (tests).
 	for _, server := range []string{"http://127.0.0.1:8080", "http://localhost:8080", "http://[::1]:8080"} {
-		cfg, err = Config(capiCluster(), secretName, map[string][]byte{"value": kubeconfig(t, func(c *clientcmdapi.Config) { c.Clusters["eu-1"].Server = server })})
+		cfg, err = Config(capiCluster(), secretName, map[string][]byte{"value": kubeconfig(t, func(c *clientcmdapi.Config) { c.Clusters["eu-1"].Server = server })}, false)
 		if err != nil || cfg.Host != server {
 			t.Errorf("server %s: %v %+v", server, err, cfg)
 		}
@@ -141,7 +141,7 @@ func TestConfigKubeconfigRefusals(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			cfg, err := Config(capiCluster(), secretName, c.data)
+			cfg, err := Config(capiCluster(), secretName, c.data, false)
 			checkRefusal(t, cfg != nil, err, c.want)
 		})
 	}
@@ -187,16 +187,20 @@ func TestConfigArgoCD(t *testing.T) {
 	cfg, err := Config(argoShard(), secretName, argoSecret(t, "https://eu-1.example:6443", map[string]any{
 		"bearerToken":     "tok-argo",
 		"tlsClientConfig": map[string]any{"caData": []byte("ca-pem"), "serverName": "api.eu-1"},
-	}))
+	}), false)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if cfg.Host != "https://eu-1.example:6443" || cfg.BearerToken != "tok-argo" || string(cfg.CAData) != "ca-pem" || cfg.TLSClientConfig.ServerName != "api.eu-1" {
 		t.Errorf("bearer token: %+v", cfg)
 	}
-	cfg, err = Config(argoShard(), secretName, argoSecret(t, "https://eu-1.example", map[string]any{
+	insecure := argoSecret(t, "https://eu-1.example", map[string]any{
 		"tlsClientConfig": map[string]any{"certData": []byte("cert-pem"), "keyData": []byte("key-pem"), "insecure": true},
-	}))
+	})
+	if _, err := Config(argoShard(), secretName, insecure, false); err == nil || !strings.Contains(err.Error(), "tlsClientConfig.insecure") || !strings.Contains(err.Error(), "schemagate.io/allow-insecure-tls") {
+		t.Errorf("insecure without the Secret's opt-in: %v, want a refusal naming the field and the annotation", err)
+	}
+	cfg, err = Config(argoShard(), secretName, insecure, true)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -204,7 +208,7 @@ func TestConfigArgoCD(t *testing.T) {
 		t.Errorf("client certificate: %+v", cfg)
 	}
 	// A null provider is no provider.
-	if _, err := Config(argoShard(), secretName, argoSecret(t, "https://eu-1.example", map[string]any{"bearerToken": "t", "execProviderConfig": nil})); err != nil {
+	if _, err := Config(argoShard(), secretName, argoSecret(t, "https://eu-1.example", map[string]any{"bearerToken": "t", "execProviderConfig": nil}), false); err != nil {
 		t.Errorf("execProviderConfig null: %v", err)
 	}
 }
@@ -237,7 +241,7 @@ func TestConfigArgoCDRefusals(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			cfg, err := Config(argoShard(), secretName, c.data)
+			cfg, err := Config(argoShard(), secretName, c.data, false)
 			checkRefusal(t, cfg != nil, err, c.want)
 		})
 	}
@@ -269,7 +273,7 @@ func TestConfigSecretRefDefaults(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			cfg, err := Config(c.cluster, secretName, c.data)
+			cfg, err := Config(c.cluster, secretName, c.data, false)
 			if c.want == "" {
 				if err != nil || cfg == nil {
 					t.Fatalf("refused: %v", err)
@@ -314,5 +318,25 @@ func TestFingerprint(t *testing.T) {
 	}
 	if Fingerprint(nil) != Fingerprint(map[string][]byte{}) {
 		t.Errorf("nil and empty data differ")
+	}
+}
+
+// A kubeconfig with insecure-skip-tls-verify is refused, naming the field and the Secret's
+// opt-in; with the opt-in it is used, unverified.
+func TestConfigInsecureNeedsTheSecretsOptIn(t *testing.T) {
+	data := map[string][]byte{"value": kubeconfig(t, func(c *clientcmdapi.Config) {
+		c.Clusters["eu-1"].CertificateAuthorityData = nil
+		c.Clusters["eu-1"].InsecureSkipTLSVerify = true
+	})}
+	if _, err := Config(capiCluster(), secretName, data, false); err == nil || !strings.Contains(err.Error(), `insecure-skip-tls-verify in key "value"`) || !strings.Contains(err.Error(), "schemagate.io/allow-insecure-tls=true") {
+		t.Fatalf("insecure without the opt-in: %v", err)
+	}
+	cfg, err := Config(capiCluster(), secretName, data, true)
+	if err != nil || !cfg.Insecure {
+		t.Fatalf("insecure with the opt-in: %v %+v", err, cfg)
+	}
+	// The opt-in changes nothing for a kubeconfig that verifies.
+	if cfg, err := Config(capiCluster(), secretName, map[string][]byte{"value": kubeconfig(t, nil)}, true); err != nil || cfg.Insecure {
+		t.Fatalf("a verifying kubeconfig with the opt-in: %v %+v", err, cfg)
 	}
 }

@@ -29,7 +29,8 @@ func FuzzConfig(f *testing.F) {
 			cluster.SecretRef.Format = routingv1alpha1.ClusterSecretArgoCD
 			data = map[string][]byte{"server": []byte(server), "config": config}
 		}
-		cfg, err := Config(cluster, "ns/s", data)
+		allowInsecure := len(key)%2 == 0
+		cfg, err := Config(cluster, "ns/s", data, allowInsecure)
 		if err != nil {
 			if cfg != nil {
 				t.Fatalf("a config and an error: %v", err)
@@ -40,6 +41,8 @@ func FuzzConfig(f *testing.F) {
 			return
 		}
 		switch {
+		case cfg.Insecure && !allowInsecure:
+			t.Fatalf("an unverified server without the Secret's opt-in: %+v", cfg)
 		case cfg.ExecProvider != nil || cfg.AuthProvider != nil || cfg.AuthConfigPersister != nil:
 			t.Fatalf("a plugin: %+v", cfg)
 		case cfg.BearerTokenFile != "" || cfg.CertFile != "" || cfg.KeyFile != "" || cfg.CAFile != "":

@@ -17,6 +17,7 @@ import (
 	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -37,8 +38,8 @@ type slowSpoke struct {
 	srv   *httptest.Server
 	delay time.Duration
 
-	watches, open atomic.Int32
-	mu            sync.Mutex
+	requests, watches, open atomic.Int32
+	mu                      sync.Mutex
 	firstWatch    time.Time
 }
 
@@ -57,6 +58,7 @@ func newSlowSpoke(t *testing.T, delay time.Duration) *slowSpoke {
 	s := &slowSpoke{delay: delay}
 	s.srv = httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		q := r.URL.Query()
+		s.requests.Add(1)
 		if r.Method == http.MethodGet && strings.HasSuffix(r.URL.Path, "/replicasets") {
 			watch := q.Get("watch") == "true"
 			if watch {
@@ -89,12 +91,16 @@ func newSlowSpoke(t *testing.T, delay time.Duration) *slowSpoke {
 	return s
 }
 
-// kubeconfig is a kubeconfig for the proxy, with token as its user's bearer token.
-func (s *slowSpoke) kubeconfig(t *testing.T, token string) []byte {
+// kubeconfig is a kubeconfig for the proxy, with token as its user's bearer token; insecure
+// leaves out the proxy's CA and skips verifying its certificate.
+func (s *slowSpoke) kubeconfig(t *testing.T, token string, insecure bool) []byte {
 	t.Helper()
 	kc := clientcmdapi.NewConfig()
 	kc.Clusters["slow"] = &clientcmdapi.Cluster{Server: s.srv.URL,
 		CertificateAuthorityData: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: s.srv.Certificate().Raw})}
+	if insecure {
+		kc.Clusters["slow"].CertificateAuthorityData, kc.Clusters["slow"].InsecureSkipTLSVerify = nil, true
+	}
 	kc.AuthInfos["slow"] = &clientcmdapi.AuthInfo{Token: token}
 	kc.Contexts["slow"] = &clientcmdapi.Context{Cluster: "slow", AuthInfo: "slow"}
 	kc.CurrentContext = "slow"
@@ -115,24 +121,8 @@ func TestSpokeSlowListAndLongWatch(t *testing.T) {
 	ns, spokeNS := kit.NewNamespace(t), kit.NewNamespace(t)
 	fake.setDatabase(spokeNS, "1", false)
 	slow := newSlowSpoke(t, 12*time.Second)
-
-	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "spoke-admin"}}
-	binding := &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "slow-spoke-" + ns},
-		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "cluster-admin"},
-		Subjects: []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: ns, Name: sa.Name}}}
-	for _, o := range []client.Object{sa, binding} {
-		if err := k8s.Create(ctx, o); err != nil {
-			t.Fatal(err)
-		}
-	}
-	t.Cleanup(func() { _ = k8s.Delete(context.Background(), binding) })
-	tr, err := kubernetes.NewForConfigOrDie(cfg).CoreV1().ServiceAccounts(ns).CreateToken(ctx, sa.Name,
-		&authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr.To(int64(3600))}}, metav1.CreateOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
 	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "eu-kubeconfig"},
-		Data: map[string][]byte{"value": slow.kubeconfig(t, tr.Status.Token)}}
+		Data: map[string][]byte{"value": slow.kubeconfig(t, spokeToken(t, ns), false)}}
 	if err := k8s.Create(ctx, secret); err != nil {
 		t.Fatal(err)
 	}
@@ -162,5 +152,107 @@ func TestSpokeSlowListAndLongWatch(t *testing.T) {
 	})
 	if n, open := slow.watches.Load(), slow.open.Load(); n != 1 || open != 1 {
 		t.Fatalf("%d ReplicaSet watches started, %d open, 15 s after the first: want one, still open", n, open)
+	}
+}
+
+// spokeToken is a token of a new ServiceAccount of ns that is cluster-admin: a region cluster's
+// credentials, which go through a proxy (a client certificate would end at it).
+func spokeToken(t *testing.T, ns string) string {
+	t.Helper()
+	ctx := context.Background()
+	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "spoke-admin"}}
+	binding := &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "slow-spoke-" + ns},
+		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "cluster-admin"},
+		Subjects: []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: ns, Name: sa.Name}}}
+	for _, o := range []client.Object{sa, binding} {
+		if err := k8s.Create(ctx, o); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Cleanup(func() { _ = k8s.Delete(context.Background(), binding) })
+	tr, err := kubernetes.NewForConfigOrDie(cfg).CoreV1().ServiceAccounts(ns).CreateToken(ctx, sa.Name,
+		&authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr.To(int64(3600))}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tr.Status.Token
+}
+
+// A cluster Secret whose kubeconfig skips verifying the server's certificate is refused
+// (CredentialsRefused, naming the field and the opt-in) and its token goes nowhere; annotated
+// schemagate.io/allow-insecure-tls=true it is used, and ClustersReachable says that cluster is
+// not verified. Without the annotation again, or with the Secret deleted, the connection built
+// from it closes: its watches end and nothing more reaches the cluster with those credentials.
+func TestSpokeInsecureOptInAndRevokedCredentials(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	ns, spokeNS := kit.NewNamespace(t), kit.NewNamespace(t)
+	fake.setDatabase(spokeNS, "1", false)
+	proxy := newSlowSpoke(t, 0)
+	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "eu-kubeconfig"},
+		Data: map[string][]byte{"value": proxy.kubeconfig(t, spokeToken(t, ns), true)}}
+	if err := k8s.Create(ctx, secret); err != nil {
+		t.Fatal(err)
+	}
+	rsvc := story.Fixture(ns)
+	rsvc.Spec.Shards[1].Cluster = &routingv1alpha1.ShardCluster{Name: "eu", Namespace: spokeNS}
+	if err := k8s.Create(ctx, rsvc); err != nil {
+		t.Fatal(err)
+	}
+	condition := func(status metav1.ConditionStatus, reason string, says ...string) func() error {
+		return func() error {
+			c := meta.FindStatusCondition(kit.Get(t, ns).Status.Conditions, routingv1alpha1.ConditionClustersReachable)
+			if c == nil || c.Status != status || c.Reason != reason {
+				return fmt.Errorf("ClustersReachable %+v", c)
+			}
+			for _, s := range says {
+				if !strings.Contains(c.Message, s) {
+					return fmt.Errorf("ClustersReachable does not say %q: %s", s, c.Message)
+				}
+			}
+			return nil
+		}
+	}
+	story.Eventually(t, 30*time.Second, "refused", condition(metav1.ConditionFalse, routingv1alpha1.ReasonCredentialsRefused, "insecure-skip-tls-verify", routingv1alpha1.AnnotationAllowInsecureTLS))
+	if n := proxy.requests.Load(); n != 0 {
+		t.Fatalf("%d requests reached the cluster with credentials that were refused", n)
+	}
+
+	annotate := func(value string) {
+		t.Helper()
+		if err := k8s.Get(ctx, client.ObjectKeyFromObject(secret), secret); err != nil {
+			t.Fatal(err)
+		}
+		if value == "" {
+			delete(secret.Annotations, routingv1alpha1.AnnotationAllowInsecureTLS)
+		} else {
+			metav1.SetMetaDataAnnotation(&secret.ObjectMeta, routingv1alpha1.AnnotationAllowInsecureTLS, value)
+		}
+		if err := k8s.Update(ctx, secret); err != nil {
+			t.Fatal(err)
+		}
+	}
+	annotate("true")
+	kit.WaitReady(t, ns, 60*time.Second)
+	story.Eventually(t, 10*time.Second, "reachable, not verified", condition(metav1.ConditionTrue, routingv1alpha1.ReasonClustersReachable, "cluster eu", "not verified"))
+	if proxy.open.Load() == 0 {
+		t.Fatal("no watch open through the accepted connection")
+	}
+
+	// The opt-in withdrawn: refused again, and the connection closes.
+	annotate("")
+	story.Eventually(t, 30*time.Second, "refused again", condition(metav1.ConditionFalse, routingv1alpha1.ReasonCredentialsRefused, "insecure-skip-tls-verify"))
+	story.Eventually(t, 20*time.Second, "its watches closed", func() error {
+		if n := proxy.open.Load(); n != 0 {
+			return fmt.Errorf("%d watches still open", n)
+		}
+		return nil
+	})
+	// What is measured is a quiet cluster: the reachability probe asks every second (the
+	// suite's ProbeInterval), so three seconds without a request means it stopped.
+	before := proxy.requests.Load()
+	time.Sleep(3 * time.Second)
+	if after := proxy.requests.Load(); after != before {
+		t.Fatalf("%d requests reached the cluster after its credentials were refused", after-before)
 	}
 }
