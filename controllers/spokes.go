@@ -75,7 +75,7 @@ type spokeConn struct {
 	// insecure: its credentials skip verifying the server's certificate (allowed by the Secret's
 	// schemagate.io/allow-insecure-tls).
 	insecure bool
-	users       map[types.NamespacedName]bool
+	users    map[types.NamespacedName]bool
 }
 
 func (s *Spokes) defaults() {

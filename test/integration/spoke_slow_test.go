@@ -40,7 +40,7 @@ type slowSpoke struct {
 
 	requests, watches, open atomic.Int32
 	mu                      sync.Mutex
-	firstWatch    time.Time
+	firstWatch              time.Time
 }
 
 func newSlowSpoke(t *testing.T, delay time.Duration) *slowSpoke {
