@@ -62,6 +62,9 @@ type RoutingServiceReconciler struct {
 	// budgetConflicts remembers the budget names held by others, for one Event per holder;
 	// retirementsWaiting, the retired places a cluster that does not answer keeps from cleanup.
 	budgetConflicts, retirementsWaiting eventMemo
+	// cleanupsPending remembers, per RoutingService being deleted, the clusters its deletion
+	// waits for (one SpokeCleanupPending Event per set, not one per 5 s retry).
+	cleanupsPending eventMemo
 	// decisions remembers the decision logged last (logDecision), for one "decision" line per
 	// change.
 	decisions eventMemo

@@ -3,11 +3,13 @@ package controllers
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
@@ -78,18 +80,18 @@ func (r *RoutingServiceReconciler) finalizeSpokes(ctx context.Context, rsvc *rou
 	if !controllerutil.ContainsFinalizer(rsvc, routingv1alpha1.FinalizerClusters) {
 		return ctrl.Result{}, nil
 	}
-	var left []string
+	var left, leftNames []string
 	done := map[string]bool{}
 	// Every cluster a shard runs in, or ran in (retired ones not cleaned up yet).
 	for _, u := range append(currentClusters(rsvc), retiredClusters(rsvc)...) {
 		shard := routingv1alpha1.ShardSpec{Name: u.Shard, Cluster: &u.Cluster}
 		if r.Spokes == nil {
-			left = append(left, fmt.Sprintf("%s (%v)", shard.Cluster.Name, errNoSpokes))
+			left, leftNames = append(left, fmt.Sprintf("%s (%v)", shard.Cluster.Name, errNoSpokes)), append(leftNames, shard.Cluster.Name)
 			continue
 		}
 		view, conn := r.Spokes.view(ctx, rsvc, shard.Cluster)
 		if conn == nil {
-			left = append(left, fmt.Sprintf("%s (%s: %s)", shard.Cluster.Name, view.State, view.Message))
+			left, leftNames = append(left, fmt.Sprintf("%s (%s: %s)", shard.Cluster.Name, view.State, view.Message)), append(leftNames, shard.Cluster.Name)
 			continue
 		}
 		if done[conn.key] {
@@ -104,7 +106,7 @@ func (r *RoutingServiceReconciler) finalizeSpokes(ctx context.Context, rsvc *rou
 			}
 		}
 		if err != nil && !apierrors.IsNotFound(err) {
-			left = append(left, fmt.Sprintf("%s (%v)", shard.Cluster.Name, err))
+			left, leftNames = append(left, fmt.Sprintf("%s (%v)", shard.Cluster.Name, err)), append(leftNames, shard.Cluster.Name)
 			continue
 		}
 		done[conn.key] = true
@@ -114,15 +116,24 @@ func (r *RoutingServiceReconciler) finalizeSpokes(ctx context.Context, rsvc *rou
 		timeout = DefaultSpokeCleanupTimeout
 	}
 	waited := r.Clock.Since(rsvc.DeletionTimestamp.Time)
+	key := types.NamespacedName{Namespace: rsvc.Namespace, Name: rsvc.Name}
 	if len(left) > 0 && waited < timeout {
-		r.Recorder.Eventf(rsvc, nil, corev1.EventTypeWarning, EventSpokeCleanupPending, "Delete",
-			"waiting up to %s for unreachable clusters to remove this RoutingService's ReplicaSets: %v", (timeout - waited).Round(time.Second), left)
+		// One Event per set of clusters waited for: the time left and the errors change on every
+		// retry, the fact does not.
+		if r.cleanupsPending.fresh(key, map[string]string{"clusters": strings.Join(leftNames, ",")}) != nil && r.Recorder != nil {
+			r.Recorder.Eventf(rsvc, nil, corev1.EventTypeWarning, EventSpokeCleanupPending, "Delete",
+				"waiting until %s (--spoke-cleanup-timeout %s after the deletion) for unreachable clusters to remove this RoutingService's ReplicaSets: %v",
+				rsvc.DeletionTimestamp.Add(timeout).UTC().Format(time.RFC3339), timeout, left)
+		}
 		return ctrl.Result{RequeueAfter: 5 * time.Second}, nil
 	}
+	r.cleanupsPending.forget(key)
 	if len(left) > 0 {
 		logf.FromContext(ctx).Info("deleting with spokes not cleaned up", "left", left)
-		r.Recorder.Eventf(rsvc, nil, corev1.EventTypeWarning, EventSpokeCleanupAbandoned, "Delete",
-			"clusters not reached within %s keep this RoutingService's ReplicaSets (delete its anchor ConfigMap %s there to remove them): %v", timeout, spoke.AnchorName(rsvc.Name), left)
+		if r.Recorder != nil {
+			r.Recorder.Eventf(rsvc, nil, corev1.EventTypeWarning, EventSpokeCleanupAbandoned, "Delete",
+				"clusters not reached within %s keep this RoutingService's ReplicaSets (delete its anchor ConfigMap %s there to remove them): %v", timeout, spoke.AnchorName(rsvc.Name), left)
+		}
 	}
 	patch := client.MergeFromWithOptions(rsvc.DeepCopy(), client.MergeFromWithOptimisticLock{})
 	controllerutil.RemoveFinalizer(rsvc, routingv1alpha1.FinalizerClusters)
