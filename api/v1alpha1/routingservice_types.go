@@ -1437,7 +1437,8 @@ const (
 	ConditionRollbackSafe = "RollbackSafe"
 	// ConditionContractReady is set when spec.schema.contract is set: False with the reason the
 	// contract waits for (WaitingForShards, OlderPodsRemain, RollbackWindow, Paused,
-	// MigrationRunning, AwaitingApproval, in that order) or ContractFailed, True once it may run
+	// MigrationRunning, AwaitingApproval, in that order), ContractFailed or InvalidCheck (the spec
+	// cannot roll out, so no contract Job starts), True once it may run
 	// (ReadyToRun), runs (Contracting) or has run (ContractComplete).
 	ConditionContractReady = "ContractReady"
 	// ConditionClustersReachable is set when a shard names a cluster: True while every shard's

@@ -389,6 +389,13 @@ func (p *planner) afterFailedContract(d contractDecision, cs *routingv1alpha1.Co
 // RoutingService does not control.
 func (p *planner) startContract(d contractDecision, cs *routingv1alpha1.ContractStatus, attempt int32, note string, started func(name string)) {
 	job := NewContractJob(p.rsvc, d.version, attempt)
+	if problems := p.specProblems(); problems != "" {
+		// A spec that cannot roll out never touches the database (checksInvalid stalls it).
+		p.decideContract(metav1.ConditionFalse, routingv1alpha1.ReasonInvalidCheck, fmt.Sprintf(
+			"the contract to schema %s does not start: the spec cannot roll out (%s)", d.version, problems))
+		p.contractPhase = routingv1alpha1.SchemaPhaseRollbackWindow
+		return
+	}
 	if holder := p.taken("Job", job.Name); holder != "" {
 		msg := fmt.Sprintf("contract Job %s/%s cannot be created: %s; schemagate never takes it as evidence; delete or rename it and the contract to schema %s starts",
 			p.rsvc.Namespace, job.Name, holder, d.version)

@@ -197,6 +197,13 @@ func (p *planner) startMigration(attempt int32, note string, started func(name s
 	st := &p.status.Schema
 	required := p.rsvc.Spec.Schema.Version
 	job := NewMigrationJob(p.rsvc, schemaversion.Canonical(required), attempt)
+	if problems := p.specProblems(); problems != "" {
+		// A spec that cannot roll out never touches the database (checksInvalid stalls it).
+		p.retryWaiting = p.retry != ""
+		p.decideSchema(metav1.ConditionFalse, routingv1alpha1.ReasonInvalidCheck, fmt.Sprintf(
+			"the migration to schema %s does not start: the spec cannot roll out (%s)", required, problems))
+		return
+	}
 	if msg := p.contractHoldsExpand(required); msg != "" {
 		// One lifecycle at a time: never an expand beside a contract (contract.go).
 		p.retryWaiting = p.retry != ""

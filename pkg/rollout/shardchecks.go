@@ -277,18 +277,26 @@ func inconclusiveSince(st *routingv1alpha1.ShardCheckStatus) time.Time {
 // than failing the first shard after it rolled. It is dispatched after a failed revision, so a
 // rollback is never held by it; replica changes still apply. It reports whether it refused.
 func (p *planner) checksInvalid() bool {
-	problems := checkspec.Problems(&p.rsvc.Spec)
-	if len(problems) == 0 {
+	problems := p.specProblems()
+	if problems == "" {
 		return false
 	}
-	parts := make([]string, len(problems))
-	for i, pr := range problems {
-		parts[i] = pr.String()
-	}
-	msg := fmt.Sprintf("%s; no shard starts revision %s until the spec is fixed", strings.Join(parts, "; "), p.update)
+	msg := fmt.Sprintf("%s; no shard starts revision %s until the spec is fixed", problems, p.update)
 	if old := p.oldCondition(routingv1alpha1.ConditionStalled); old == nil || old.Status != metav1.ConditionTrue || old.Reason != routingv1alpha1.ReasonInvalidCheck || old.Message != msg {
 		p.event(true, routingv1alpha1.ReasonInvalidCheck, "%s", msg)
 	}
 	p.stall(routingv1alpha1.ReasonInvalidCheck, msg)
 	return true
+}
+
+// specProblems names what in the spec can never be measured as written (checkspec.Problems), or
+// "": such a spec cannot roll out, so nothing of it touches the database either (no migration,
+// probe or contract Job starts; startMigration, startContract).
+func (p *planner) specProblems() string {
+	problems := checkspec.Problems(&p.rsvc.Spec)
+	parts := make([]string, len(problems))
+	for i, pr := range problems {
+		parts[i] = pr.String()
+	}
+	return strings.Join(parts, "; ")
 }

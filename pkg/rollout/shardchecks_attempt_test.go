@@ -245,3 +245,34 @@ func TestInvalidCheckConditionRefusedBeforeAnyShardMoves(t *testing.T) {
 	w.rsvc.Generation++
 	w.run(300, func() bool { return w.isTrue(routingv1alpha1.ConditionReady) })
 }
+
+// A spec that cannot roll out never touches the database: with a check that does not compile and
+// a new schema version, no migration Job is created (SchemaReady says why, Stalled InvalidCheck);
+// fixed, the migration runs and the rollout goes on.
+func TestInvalidCheckStartsNoMigration(t *testing.T) {
+	w := steady(t)
+	withMeasuredCheck(w, "404-ratio", 1, always(routingv1alpha1.MeasurementSuccessful, "0"))
+	w.rsvc.Spec.Strategy.Checks[0].Prometheus.SuccessCondition = "result < 0.01 &&"
+	before := len(w.jobsOf(ComponentMigration))
+	w.update("app:v2", "2", "migrate:v2")
+	for i := 0; i < 60; i++ {
+		w.step(time.Second)
+	}
+	if got := len(w.jobsOf(ComponentMigration)); got != before {
+		t.Fatalf("%d migration Jobs created for a spec that cannot roll out", got-before)
+	}
+	if !w.stalledWith(routingv1alpha1.ReasonInvalidCheck) {
+		t.Fatalf("Stalled = %+v", w.condition(routingv1alpha1.ConditionStalled))
+	}
+	if c := w.condition(routingv1alpha1.ConditionSchemaReady); c == nil || c.Reason != routingv1alpha1.ReasonInvalidCheck || !strings.Contains(c.Message, "does not start") {
+		t.Fatalf("SchemaReady = %+v", c)
+	}
+	w.rsvc.Spec.Strategy.Checks[0].Prometheus.SuccessCondition = "result < 0.01"
+	w.rsvc.Generation++
+	w.run(300, func() bool {
+		return w.isTrue(routingv1alpha1.ConditionReady) && w.rsvc.Status.StableRevision == w.rsvc.Status.UpdateRevision
+	})
+	if got := len(w.jobsOf(ComponentMigration)); got != before+1 {
+		t.Fatalf("%d migration Jobs after the fix, want one more", got-before)
+	}
+}
