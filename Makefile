@@ -19,10 +19,11 @@ FUZZTIME ?= 5m
 # flags and prerequisites as the full run. The fuzzer's smoke run is left out when RUN is set.
 RUN ?=
 GO_TEST_RUN = $(if $(RUN),-run '$(RUN)')
-# The packages `make test` runs under the race detector (-race): the planner, the controllers and
-# the measurement providers. Every other package runs without it (docs/testing.md: its cost).
+# The packages `make test` runs under the race detector (-race): the planner, the controllers, the
+# measurement providers, the spoke credentials and the kubectl plugin (the dashboard's broker and
+# streams). Every other package runs without it (docs/testing.md: its cost).
 MODULE := github.com/schemagate/schemagate
-RACE_PKGS := $(MODULE)/pkg/rollout $(MODULE)/pkg/measure $(MODULE)/controllers
+RACE_PKGS := $(MODULE)/pkg/rollout $(MODULE)/pkg/measure $(MODULE)/controllers $(MODULE)/pkg/spoke $(MODULE)/cmd/kubectl-schemagate
 
 .PHONY: all
 all: build
@@ -83,7 +84,7 @@ postgres: ## Install PostgreSQL (Debian's postgresql package) when missing; test
 	@hack/install-postgres.sh >/dev/null
 
 .PHONY: test
-test: manifests generate vet envtest-assets postgres ## Unit tests (the planner, controllers and measurement providers under -race) and the envtest suite against a real kube-apiserver + etcd; RUN=<regex> runs a part.
+test: manifests generate vet envtest-assets postgres ## Unit tests (the planner, controllers, measurement providers, spoke credentials and kubectl plugin under -race) and the envtest suite against a real kube-apiserver + etcd; RUN=<regex> runs a part.
 	KUBEBUILDER_ASSETS=$(BIN)/k8s go test -timeout $(TEST_TIMEOUT) -parallel $(TEST_PARALLEL) $(GO_TEST_RUN) -count=1 $$(go list ./... | grep -vxF $(foreach p,$(RACE_PKGS),-e $(p)))
 	KUBEBUILDER_ASSETS=$(BIN)/k8s go test -race -timeout $(TEST_TIMEOUT) $(GO_TEST_RUN) -count=1 $(RACE_PKGS)
 	$(if $(RUN),,go test ./pkg/rollout/ -run '^$$' -fuzz '^FuzzCompute$$' -fuzztime 10s -fuzzminimizetime 5s)

@@ -90,7 +90,8 @@ func TestRunSelectsTestsAsTheFullRun(t *testing.T) {
 }
 
 // TestRaceDetectorCoversPlannerControllersAndMeasure: `make test` runs the planner
-// (pkg/rollout), the controllers and the measurement providers (pkg/measure) with -race.
+// (pkg/rollout), the controllers, the measurement providers (pkg/measure), the spoke credentials
+// (pkg/spoke) and the kubectl plugin (its dashboard's broker and streams) with -race.
 func TestRaceDetectorCoversPlannerControllersAndMeasure(t *testing.T) {
 	tests, _ := goTests(dryRun(t, "test"))
 	var race []string
@@ -103,7 +104,7 @@ func TestRaceDetectorCoversPlannerControllersAndMeasure(t *testing.T) {
 		t.Fatalf("make test runs no go test with -race:\n%s", strings.Join(tests, "\n"))
 	}
 	joined := strings.Join(race, "\n")
-	for _, pkg := range []string{"pkg/rollout", "controllers", "pkg/measure"} {
+	for _, pkg := range []string{"pkg/rollout", "controllers", "pkg/measure", "pkg/spoke", "cmd/kubectl-schemagate"} {
 		named := regexp.MustCompile(`(^|[\s/])` + regexp.QuoteMeta(pkg) + `/?(\s|$)`)
 		if !named.MatchString(joined) {
 			t.Errorf("make test does not run %s with -race:\n%s", pkg, joined)
