@@ -43,11 +43,16 @@ func (r *RoutingServiceReconciler) apply(ctx context.Context, rsvc *routingv1alp
 		var err error
 		c := client.Client(r.Client)
 		ownerRef := rollout.ControllerRef(rsvc)
+		// Where a create's name conflict is looked up (conflictOf): past the hub's cache, or in
+		// the spoke it was written to, with the controller it must have there.
+		var reader client.Reader
+		owner := rsvc.UID
 		place := "" // the shard whose spoke this action goes to; "" for the hub
 		if a.ReplicaSet != nil {
 			if sp := spokes[a.ReplicaSet.Labels[rollout.LabelShard]]; sp != nil {
 				place = a.ReplicaSet.Labels[rollout.LabelShard]
 				a, c, ownerRef = sp.toSpoke(a), sp.conn.client, spoke.AnchorRef(sp.anchor)
+				reader, owner = sp.conn.client, sp.anchor.UID
 			} else if isClusterShard(rsvc, a.ReplicaSet.Labels[rollout.LabelShard]) {
 				// The planner freezes such a shard unless it was reached; never write the hub's.
 				continue
@@ -63,6 +68,7 @@ func (r *RoutingServiceReconciler) apply(ctx context.Context, rsvc *routingv1alp
 			if sp != nil {
 				place = spokeShardName(spokes, sp)
 				a, c = sp.jobToSpoke(a), sp.conn.client
+				reader, owner = sp.conn.client, sp.anchor.UID
 			}
 		}
 		if a.Pod != nil {
@@ -164,7 +170,7 @@ func (r *RoutingServiceReconciler) apply(ctx context.Context, rsvc *routingv1alp
 			continue
 		}
 		if err != nil {
-			return down, &actionError{action: a, err: err}
+			return down, &actionError{action: a, err: err, reader: reader, owner: owner}
 		}
 	}
 	return down, nil
@@ -214,15 +220,21 @@ func isClusterShard(rsvc *routingv1alpha1.RoutingService, shard string) bool {
 type actionError struct {
 	action rollout.Action
 	err    error
+	// reader is where the action's object lives, read past any cache (nil: the hub's API
+	// reader), and owner the UID that controls it there when it is schemagate's (the
+	// RoutingService in the hub, the anchor in a spoke).
+	reader client.Reader
+	owner  types.UID
 }
 
 func (e *actionError) Error() string { return fmt.Sprintf("%s: %v", e.action.String(), e.err) }
 func (e *actionError) Unwrap() error { return e.err }
 
-// conflictOf reads, past the cache, the object that made a create fail with AlreadyExists. When
-// this RoutingService does not control it (another owner, none, or it is being deleted), it is a
-// rollout.Conflict for the planner (S-21); when it does, the cache is only behind (S-10) and ok is
-// false.
+// conflictOf reads, past the cache, the object that made a create fail with AlreadyExists, where
+// the create went (the hub, or a shard's spoke). When schemagate does not control it there (the
+// RoutingService in the hub, its anchor in a spoke: another owner, none, or it is being deleted),
+// it is a rollout.Conflict for the planner (S-21); when it does, the cache is only behind (S-10)
+// and ok is false.
 func (r *RoutingServiceReconciler) conflictOf(ctx context.Context, rsvc *routingv1alpha1.RoutingService, err error) (rollout.Conflict, bool) {
 	var ae *actionError
 	if !errors.As(err, &ae) || !apierrors.IsAlreadyExists(err) {
@@ -240,11 +252,23 @@ func (r *RoutingServiceReconciler) conflictOf(ctx context.Context, rsvc *routing
 	default:
 		return rollout.Conflict{}, false
 	}
-	reader := r.apiReader()
-	if getErr := reader.Get(ctx, client.ObjectKey{Namespace: rsvc.Namespace, Name: obj.GetName()}, obj); getErr != nil {
+	// Where the create went: the hub, or the spoke (its namespace there, its anchor as owner).
+	reader, ns, owner := ae.reader, rsvc.Namespace, ae.owner
+	if reader == nil {
+		reader, owner = r.apiReader(), rsvc.UID
+	}
+	if ae.action.Job != nil {
+		ns = ae.action.Job.Namespace
+	} else if ae.action.ReplicaSet != nil {
+		ns = ae.action.ReplicaSet.Namespace
+	}
+	if ns == "" {
+		ns = rsvc.Namespace
+	}
+	if getErr := reader.Get(ctx, client.ObjectKey{Namespace: ns, Name: obj.GetName()}, obj); getErr != nil {
 		return rollout.Conflict{}, false
 	}
-	if metav1.IsControlledBy(obj, rsvc) && obj.GetDeletionTimestamp() == nil {
+	if ref := metav1.GetControllerOf(obj); ref != nil && ref.UID == owner && obj.GetDeletionTimestamp() == nil {
 		return rollout.Conflict{}, false
 	}
 	return rollout.Conflict{Kind: kind, Name: obj.GetName(), Holder: rollout.Holder(obj)}, true

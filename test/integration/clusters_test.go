@@ -521,3 +521,38 @@ func countMigrations(jobs []batchv1.Job) int {
 	}
 	return n
 }
+
+// S-21 in a spoke: a plain Job in the region cluster holds the name of the schema-2 migration
+// Job, which spec.schema.runWithShard sends there. The conflict is looked up where the create
+// failed, in the spoke: Stalled=True NameConflict naming the Job, not a create every second with
+// no reason; the plain Job is left as it is.
+func TestStoryNameTakenInASpoke(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	ns, spokeNS, _ := steadyWithEUInASpoke(t)
+	fake.share(spokeNS, ns)
+	name := rollout.MigrationJobName("rs-a", "2", 1)
+	plain := &batchv1.Job{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: spokeNS},
+		Spec: batchv1.JobSpec{Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{RestartPolicy: corev1.RestartPolicyNever,
+			Containers: []corev1.Container{{Name: "x", Image: "busybox"}}}}},
+	}
+	if err := k8s.Create(ctx, plain); err != nil {
+		t.Fatal(err)
+	}
+	kit.Update(t, ns, func(r *routingv1alpha1.RoutingService) {
+		r.Spec.Schema.RunWithShard = "eu-west"
+		story.ToV2("app:v2", "migrate:ok")(r)
+	})
+	story.Eventually(t, 30*time.Second, "Stalled=True NameConflict", kit.HasCondition(t, ns, routingv1alpha1.ConditionStalled, metav1.ConditionTrue, routingv1alpha1.ReasonNameConflict))
+	if c := story.Condition(kit.Get(t, ns), routingv1alpha1.ConditionStalled); !strings.Contains(c.Message, name) {
+		t.Fatalf("the condition does not name the Job: %s", c.Message)
+	}
+	var got batchv1.Job
+	if err := k8s.Get(ctx, client.ObjectKeyFromObject(plain), &got); err != nil || got.UID != plain.UID || metav1.GetControllerOf(&got) != nil {
+		t.Fatalf("the plain Job in the spoke: %v %+v", err, got.OwnerReferences)
+	}
+	if got := kit.Serving(t, ns); !strings.Contains(got, "us-east=app:v1") {
+		t.Fatalf("v2 started in the hub: %s", got)
+	}
+}
