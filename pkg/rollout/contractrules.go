@@ -173,10 +173,10 @@ func (p *planner) wasPromoted(shard string) bool {
 
 // schemaJobRunning says which migration, check, shard-check or (another version's) contract Job
 // of this RoutingService may still run ("" when none): one that has not finished and is not suspended, or that still has pods; or a
-// pod of a migration Job that is gone.
+// pod of a migration or contract Job that is gone.
 func (p *planner) schemaJobRunning() string {
 	if pod := p.strayMigrationPod(); pod != nil {
-		return fmt.Sprintf("pod %s of a migration Job that no longer exists is still %s", pod.Name, podPhase(pod))
+		return strayText(pod)
 	}
 	for _, j := range p.observed.Jobs {
 		if j == nil || !metav1.IsControlledBy(j, p.rsvc) {

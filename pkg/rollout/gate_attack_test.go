@@ -510,3 +510,30 @@ func TestGateAttackFailedJobWithACleanHigherReportOpensTheGate(t *testing.T) {
 		})
 	}
 }
+
+// A contract pod left running by a contract Job deleted with --cascade=orphan (no controller
+// any more) still changes the database: the next migration waits for it, saying so, and starts
+// once it has ended. A migration pod whose Job is gone blocked it already; a contract pod did not.
+func TestOrphanedContractPodBlocksTheNextMigration(t *testing.T) {
+	w := steady(t)
+	w.pods["rs-a-contract-orphan"] = &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "rs-a-contract-orphan", Namespace: w.rsvc.Namespace, UID: "pod-contract-orphan",
+			Labels: map[string]string{LabelManagedBy: ManagedByValue, LabelName: "rs-a", LabelComponent: ComponentContract, LabelSchemaVersion: "1", LabelAttempt: "1"}},
+		Status: corev1.PodStatus{Phase: corev1.PodRunning},
+	}
+	w.update("app:v2", "2", "migrate:v2")
+	for i := 0; i < 5; i++ {
+		w.reconcile()
+		w.now = w.now.Add(time.Second)
+	}
+	if w.jobs[MigrationJobName("rs-a", "2", 1)] != nil {
+		t.Fatal("the migration to schema 2 started beside a running contract pod")
+	}
+	if c := w.condition(routingv1alpha1.ConditionSchemaReady); c == nil || !strings.Contains(c.Message, "rs-a-contract-orphan") || !strings.Contains(c.Message, "contract Job") {
+		t.Fatalf("SchemaReady does not name the contract pod: %+v", c)
+	}
+	w.pods["rs-a-contract-orphan"].Status.Phase = corev1.PodSucceeded
+	w.run(300, func() bool {
+		return w.isTrue(routingv1alpha1.ConditionReady) && w.rsvc.Status.StableRevision == w.rsvc.Status.UpdateRevision
+	})
+}

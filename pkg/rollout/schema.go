@@ -221,8 +221,8 @@ func (p *planner) startMigration(attempt int32, note string, started func(name s
 		// terminating) may still be changing the database: two migrations never run at once.
 		p.retryWaiting = p.retry != ""
 		p.decideSchema(metav1.ConditionFalse, routingv1alpha1.ReasonWaitingForMigration, fmt.Sprintf(
-			"pod %s of a migration Job that no longer exists is still %s; the migration to schema %s starts when it has ended, since two migrations never run at once",
-			pod.Name, podPhase(pod), required))
+			"%s; the migration to schema %s starts when it has ended, since two changes of the database never run at once",
+			strayText(pod), required))
 		p.requeueAt(p.now.Add(5 * time.Second))
 		return
 	}

@@ -13,6 +13,7 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 
 	routingv1alpha1 "github.com/schemagate/schemagate/api/v1alpha1"
@@ -158,27 +159,35 @@ func stopSince(j *batchv1.Job) time.Time {
 	return since
 }
 
-// strayMigrationPod returns a migration pod of this RoutingService that may still run (not
-// Succeeded or Failed) and belongs to no migration Job it controls: its Job was deleted while the
-// pod lives on (orphaned, or still terminating).
+// strayMigrationPod returns a migration or contract pod of this RoutingService (both change the
+// database) that may still run (not Succeeded or Failed) and whose Job is gone: orphaned (deleted
+// with --cascade=orphan, so it has no controller) or still terminating after its Job was deleted
+// (its controller is no Job this RoutingService controls now). Such a pod blocks every schema
+// Job (a Job it controls that still has pods blocks them too, migrationStillRunning): two changes of the
+// database never run at once, and a check never reads one half-way.
 func (p *planner) strayMigrationPod() *corev1.Pod {
+	jobs := map[types.UID]bool{}
+	for _, j := range p.observed.Jobs {
+		if j != nil && metav1.IsControlledBy(j, p.rsvc) {
+			jobs[j.UID] = true
+		}
+	}
 	for _, pod := range p.observed.Pods {
-		if pod == nil || pod.Labels[LabelName] != p.rsvc.Name || pod.Labels[LabelComponent] != ComponentMigration ||
+		if pod == nil || pod.Labels[LabelName] != p.rsvc.Name ||
+			(pod.Labels[LabelComponent] != ComponentMigration && pod.Labels[LabelComponent] != ComponentContract) ||
 			pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed {
 			continue
 		}
-		mine := false
-		for _, oj := range p.jobs {
-			if schemaversion.Equal(oj.version, pod.Labels[LabelSchemaVersion]) && pod.Labels[LabelAttempt] == strconv.Itoa(int(oj.attempt)) {
-				mine = true
-				break
-			}
-		}
-		if !mine {
+		if ref := metav1.GetControllerOf(pod); ref == nil || ref.Kind != "Job" || !jobs[ref.UID] {
 			return pod
 		}
 	}
 	return nil
+}
+
+// strayText says what a stray pod (strayMigrationPod) is doing.
+func strayText(pod *corev1.Pod) string {
+	return fmt.Sprintf("pod %s of a %s Job that no longer exists is still %s", pod.Name, pod.Labels[LabelComponent], podPhase(pod))
 }
 
 // migrationStillRunning says which migration may still be changing the database, if any: a pod
@@ -187,7 +196,7 @@ func (p *planner) strayMigrationPod() *corev1.Pod {
 // then, since it would read a database half-way through a migration.
 func (p *planner) migrationStillRunning() string {
 	if pod := p.strayMigrationPod(); pod != nil {
-		return fmt.Sprintf("pod %s of a migration Job that no longer exists is still %s", pod.Name, podPhase(pod))
+		return strayText(pod)
 	}
 	for _, j := range p.observed.Jobs {
 		if j != nil && metav1.IsControlledBy(j, p.rsvc) && (j.Labels[LabelComponent] == ComponentMigration || j.Labels[LabelComponent] == ComponentContract) && !stopped(j) {
