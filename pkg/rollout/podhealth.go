@@ -130,8 +130,8 @@ func (p *planner) podHealthGate(ss *routingv1alpha1.ShardStatus) bool {
 	failed, latest := p.podHealth(ss.Name, since)
 	if failed != nil {
 		limit := p.rsvc.Spec.Strategy.MaxRestartsOrDefault()
-		msg := fmt.Sprintf("shard %s: pod %s of revision %s: container %s restarted %d times since the shard's step started (%s), more than spec.strategy.podHealth.maxRestarts (%d) allows",
-			ss.Name, failed.pod, p.update, failed.container, failed.restarts, failed.cause, limit)
+		msg := fmt.Sprintf("shard %s: pod %s of revision %s: container %s restarted %s since the shard's step started (%s), more than spec.strategy.podHealth.maxRestarts (%d) allows",
+			ss.Name, failed.pod, p.update, failed.container, times(int64(failed.restarts)), failed.cause, limit)
 		p.event(true, failed.reason, "%s; failurePolicy %s applies", msg, p.rsvc.Spec.Strategy.FailurePolicyOrDefault())
 		p.failWith(ss, failed.reason, msg)
 		return true
@@ -157,4 +157,15 @@ func (p *planner) podHealthOn() bool {
 		}
 	}
 	return false
+}
+
+// times is n as a count of times: "once", "twice", "3 times".
+func times(n int64) string {
+	switch n {
+	case 1:
+		return "once"
+	case 2:
+		return "twice"
+	}
+	return fmt.Sprintf("%d times", n)
 }

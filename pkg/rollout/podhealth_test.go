@@ -131,7 +131,7 @@ func TestPodHealthToleratedRestartStartsTheBakeOver(t *testing.T) {
 	w.untilBaking("eu-west")
 	w.restartedPod(w.rsOf("eu-west", "app:v2"), 2, "Error", 2, w.now, "")
 	w.run(100, func() bool { return w.rsvc.Status.Failure != nil })
-	if f := w.rsvc.Status.Failure; f.Reason != routingv1alpha1.ReasonPodRestarted || f.Shard != "eu-west" || !strings.Contains(f.Message, "restarted 2 times") {
+	if f := w.rsvc.Status.Failure; f.Reason != routingv1alpha1.ReasonPodRestarted || f.Shard != "eu-west" || !strings.Contains(f.Message, "restarted twice") {
 		t.Fatalf("failure %+v", f)
 	}
 
