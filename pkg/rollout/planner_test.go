@@ -316,6 +316,12 @@ func TestRetryAfterFailedMigration(t *testing.T) {
 	if !w.sawEvent(EventMigrationRetried) {
 		t.Fatal("no MigrationRetried Event")
 	}
+	// The template did not change: the Event says the same migration runs again.
+	for _, e := range w.events {
+		if e.Reason == EventMigrationRetried && !strings.Contains(e.Message, "unchanged since that attempt") {
+			t.Fatalf("a retry of an unchanged migration does not say so: %s", e.Message)
+		}
+	}
 	// The same value acts once.
 	if plan := w.reconcile(); len(plan.Actions) != 0 || len(plan.Events) != 0 {
 		t.Fatalf("a handled retry acted again: %v %v", plan.Actions, plan.Events)

@@ -61,8 +61,13 @@ func (p *planner) afterFailedAttempt(latest *ownedJob, paused bool) {
 	default:
 		// S-05: attempt n+1 has its own deterministic name; the failed Job stays for its logs.
 		retry := p.retry
+		same := ""
+		if latest.job.Annotations[annotationMigrationTemplate] == migrationTemplateHash(p.rsvc) {
+			// Said, so nobody takes a retry of a broken migration for a fix of it.
+			same = "; its migration template is unchanged since that attempt, so the same migration runs again"
+		}
 		p.startMigration(next, fmt.Sprintf("%s of schema %s after %s", why, required, latest.job.Name), func(name string) {
-			p.event(false, EventMigrationRetried, "%s: migration Job %s replaces %s (kept for its logs)", why, name, latest.job.Name)
+			p.event(false, EventMigrationRetried, "%s: migration Job %s replaces %s (kept for its logs)%s", why, name, latest.job.Name, same)
 			if retry != "" {
 				p.useRetry()
 			}
