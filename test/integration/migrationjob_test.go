@@ -256,7 +256,8 @@ func TestStoryResumedMigrationDeadlineCountsFromTheResume(t *testing.T) {
 	})
 	setSuspend(true)
 	story.Eventually(t, 10*time.Second, "Stalled MigrationSuspended", hasStall(t, ns, routingv1alpha1.ReasonMigrationSuspended, "longer than activeDeadlineSeconds"))
-	// Past startTime + 5 s + 10 s: a deadline counted from the old startTime has passed.
+	// What is measured: the time suspended, past startTime + 5 s + 10 s, so that a deadline
+	// counted from the old startTime has passed.
 	time.Sleep(12 * time.Second)
 	setSuspend(false)
 	story.Consistently(t, 8*time.Second, "no MigrationDeadlineExceeded after the resume", func() error {

@@ -76,10 +76,12 @@ func TestStoryCreateThenUpdateMigratesFirstAndPromotesShardByShard(t *testing.T)
 
 	// I4: once steady, reconciles write nothing.
 	before := kit.Get(t, ns).ResourceVersion
-	time.Sleep(3 * time.Second)
-	if after := kit.Get(t, ns).ResourceVersion; after != before {
-		t.Fatalf("a steady RoutingService was written again: resourceVersion %s → %s", before, after)
-	}
+	story.Consistently(t, 3*time.Second, "I4: a steady RoutingService is not written", func() error {
+		if after := kit.Get(t, ns).ResourceVersion; after != before {
+			return fmt.Errorf("written again: resourceVersion %s → %s", before, after)
+		}
+		return nil
+	})
 }
 
 // S-01: the migration keeps running, then fails until its backoff limit.
