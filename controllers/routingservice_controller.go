@@ -129,6 +129,13 @@ func (r *RoutingServiceReconciler) reconcile(ctx context.Context, req ctrl.Reque
 	if applyErr == nil {
 		r.gate.acted(req.NamespacedName, started, time.Now())
 	}
+	if apierrors.IsAlreadyExists(applyErr) {
+		// The plan was decided on a cache that lacked an object an earlier reconcile created (a
+		// migration Job, say): its status, Events and metrics would report that again. None is
+		// written; the next reconcile, on fresh objects, decides and says what happened.
+		log.V(1).Info("requeue after a create that met an existing object", "error", applyErr.Error())
+		return ctrl.Result{RequeueAfter: time.Second}, nil
+	}
 	if err := r.writeStatus(ctx, req.NamespacedName, rsvc, plan.Status); err != nil {
 		if apierrors.IsConflict(err) {
 			// Someone (often our own previous write, not yet in the cache) changed the object:
@@ -138,17 +145,14 @@ func (r *RoutingServiceReconciler) reconcile(ctx context.Context, req ctrl.Reque
 		}
 		return ctrl.Result{}, err
 	}
+	r.recordEvents(rsvc, plan.Events)
+	recordMetrics(rsvc, plan, recordedBy(stored, &plan.Status, in.observed.Measurements))
 	r.logDecision(log, req.NamespacedName, plan)
 	if applyErr != nil {
-		// A stale cache or a concurrent writer (Conflict, AlreadyExists): the plan was decided on
-		// objects that have changed since, and what its Events and metrics say may have happened
-		// in an earlier reconcile (a migration Job that exists already) or not at all. Neither is
-		// recorded; the next reconcile, on fresh objects, decides and says what happened.
+		// A stale cache or a concurrent writer: look again shortly, with fresh objects.
 		log.V(1).Info("requeue after a conflicting write", "error", applyErr.Error())
 		return ctrl.Result{RequeueAfter: time.Second}, nil
 	}
-	r.recordEvents(rsvc, plan.Events)
-	recordMetrics(rsvc, plan, recordedBy(stored, &plan.Status, in.observed.Measurements))
 	return ctrl.Result{RequeueAfter: r.requeueAfter(rsvc, plan, in)}, nil
 }
 
