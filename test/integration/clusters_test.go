@@ -45,11 +45,20 @@ func spokeKubeconfig(t *testing.T) []byte {
 // Secret eu-kubeconfig, a spoke namespace sharing the hub's database) and waits until it is Ready.
 func steadyWithEUInASpoke(t *testing.T) (ns, spokeNS string, secret *corev1.Secret) {
 	t.Helper()
-	ctx := context.Background()
 	ns, spokeNS = kit.NewNamespace(t), kit.NewNamespace(t)
 	fake.setDatabase(spokeNS, "1", false) // one database for both clusters
-	secret = &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "eu-kubeconfig"},
-		Data: map[string][]byte{"value": spokeKubeconfig(t)}}
+	secret = createWithEUIn(t, ns, spokeNS, spokeKubeconfig(t))
+	kit.WaitReady(t, ns, 60*time.Second)
+	return ns, spokeNS, secret
+}
+
+// createWithEUIn creates, in ns, the Secret eu-kubeconfig holding kubeconfig, and rs-a with
+// eu-west in cluster "eu" (namespace spokeNS there), and returns the Secret.
+func createWithEUIn(t *testing.T, ns, spokeNS string, kubeconfig []byte) *corev1.Secret {
+	t.Helper()
+	ctx := context.Background()
+	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "eu-kubeconfig"},
+		Data: map[string][]byte{"value": kubeconfig}}
 	if err := k8s.Create(ctx, secret); err != nil {
 		t.Fatal(err)
 	}
@@ -58,8 +67,7 @@ func steadyWithEUInASpoke(t *testing.T) (ns, spokeNS string, secret *corev1.Secr
 	if err := k8s.Create(ctx, rsvc); err != nil {
 		t.Fatal(err)
 	}
-	kit.WaitReady(t, ns, 60*time.Second)
-	return ns, spokeNS, secret
+	return secret
 }
 
 // spokeReplicaSets lists rs-a's ReplicaSets in the spoke namespace.

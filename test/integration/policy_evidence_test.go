@@ -1,11 +1,9 @@
 package integration
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"strings"
 	"testing"
 	"time"
@@ -18,7 +16,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/yaml"
 
 	"github.com/schemagate/schemagate/controllers"
 	"github.com/schemagate/schemagate/test/story"
@@ -31,21 +28,7 @@ import (
 // annotations stay allowed.
 func TestProtectJobEvidencePolicy(t *testing.T) {
 	ctx := context.Background()
-	raw, err := os.ReadFile("../../examples/policies/protect-job-evidence.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	docs := bytes.Split(raw, []byte("\n---\n"))
-	if len(docs) != 2 {
-		t.Fatalf("the example has %d documents, want the policy and its binding", len(docs))
-	}
-	policy, binding := &admissionv1.ValidatingAdmissionPolicy{}, &admissionv1.ValidatingAdmissionPolicyBinding{}
-	if err := yaml.UnmarshalStrict(docs[0], policy); err != nil {
-		t.Fatal(err)
-	}
-	if err := yaml.UnmarshalStrict(docs[1], binding); err != nil {
-		t.Fatal(err)
-	}
+	policy, binding := examplePolicy(t, "protect-job-evidence.yaml")
 	ns := kit.NewNamespace(t)
 	binding.Spec.MatchResources = &admissionv1.MatchResources{NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"kubernetes.io/metadata.name": ns}}}
 	for _, o := range []client.Object{policy, binding} {

@@ -80,20 +80,10 @@ current-context: eu
 // (not failing yet), one database for both clusters.
 func steadyWithEUBehindAProxy(t *testing.T) (ns, spokeNS string, proxy *failingSpoke) {
 	t.Helper()
-	ctx := context.Background()
 	ns, spokeNS = kit.NewNamespace(t), kit.NewNamespace(t)
 	fake.setDatabase(spokeNS, "1", false)
 	proxy = startFailingSpoke(t, cfg, spokeNS)
-	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "eu-kubeconfig"},
-		Data: map[string][]byte{"value": proxy.kubeconfig()}}
-	if err := k8s.Create(ctx, secret); err != nil {
-		t.Fatal(err)
-	}
-	rsvc := story.Fixture(ns)
-	rsvc.Spec.Shards[1].Cluster = &routingv1alpha1.ShardCluster{Name: "eu", Namespace: spokeNS}
-	if err := k8s.Create(ctx, rsvc); err != nil {
-		t.Fatal(err)
-	}
+	createWithEUIn(t, ns, spokeNS, proxy.kubeconfig())
 	kit.WaitReady(t, ns, 60*time.Second)
 	return ns, spokeNS, proxy
 }

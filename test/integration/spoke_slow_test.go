@@ -117,21 +117,9 @@ func (s *slowSpoke) kubeconfig(t *testing.T, token string, insecure bool) []byte
 // ReplicaSet watch stays open past 10 s instead of being cut and started again.
 func TestSpokeSlowListAndLongWatch(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
-	ns, spokeNS := kit.NewNamespace(t), kit.NewNamespace(t)
-	fake.setDatabase(spokeNS, "1", false)
 	slow := newSlowSpoke(t, 12*time.Second)
-	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "eu-kubeconfig"},
-		Data: map[string][]byte{"value": slow.kubeconfig(t, spokeToken(t, ns), false)}}
-	if err := k8s.Create(ctx, secret); err != nil {
-		t.Fatal(err)
-	}
-	rsvc := story.Fixture(ns)
-	rsvc.Spec.Shards[1].Cluster = &routingv1alpha1.ShardCluster{Name: "eu", Namespace: spokeNS}
-	if err := k8s.Create(ctx, rsvc); err != nil {
-		t.Fatal(err)
-	}
 	start := time.Now()
+	ns, _ := slow.euThroughIt(t, false)
 	kit.WaitReady(t, ns, 90*time.Second)
 	t.Logf("Ready %.1fs after the create, through a ReplicaSet list held %s", time.Since(start).Seconds(), slow.delay)
 	story.Eventually(t, 10*time.Second, "ClustersReachable", kit.HasCondition(t, ns, routingv1alpha1.ConditionClustersReachable, metav1.ConditionTrue, routingv1alpha1.ReasonClustersReachable))
@@ -153,6 +141,16 @@ func TestSpokeSlowListAndLongWatch(t *testing.T) {
 	if n, open := slow.watches.Load(), slow.open.Load(); n != 1 || open != 1 {
 		t.Fatalf("%d ReplicaSet watches started, %d open, 15 s after the first: want one, still open", n, open)
 	}
+}
+
+// euThroughIt creates, in a namespace of its own, rs-a with eu-west in cluster "eu" (a spoke
+// namespace of the suite's API server) reached through s with a ServiceAccount token (insecure:
+// without s's CA), and returns that namespace and the cluster's Secret.
+func (s *slowSpoke) euThroughIt(t *testing.T, insecure bool) (string, *corev1.Secret) {
+	t.Helper()
+	ns, spokeNS := kit.NewNamespace(t), kit.NewNamespace(t)
+	fake.setDatabase(spokeNS, "1", false)
+	return ns, createWithEUIn(t, ns, spokeNS, s.kubeconfig(t, spokeToken(t, ns), insecure))
 }
 
 // spokeToken is a token of a new ServiceAccount of ns that is cluster-admin: a region cluster's
@@ -186,19 +184,8 @@ func spokeToken(t *testing.T, ns string) string {
 func TestSpokeInsecureOptInAndRevokedCredentials(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	ns, spokeNS := kit.NewNamespace(t), kit.NewNamespace(t)
-	fake.setDatabase(spokeNS, "1", false)
 	proxy := newSlowSpoke(t, 0)
-	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "eu-kubeconfig"},
-		Data: map[string][]byte{"value": proxy.kubeconfig(t, spokeToken(t, ns), true)}}
-	if err := k8s.Create(ctx, secret); err != nil {
-		t.Fatal(err)
-	}
-	rsvc := story.Fixture(ns)
-	rsvc.Spec.Shards[1].Cluster = &routingv1alpha1.ShardCluster{Name: "eu", Namespace: spokeNS}
-	if err := k8s.Create(ctx, rsvc); err != nil {
-		t.Fatal(err)
-	}
+	ns, secret := proxy.euThroughIt(t, true)
 	condition := func(status metav1.ConditionStatus, reason string, says ...string) func() error {
 		return func() error {
 			c := meta.FindStatusCondition(kit.Get(t, ns).Status.Conditions, routingv1alpha1.ConditionClustersReachable)
