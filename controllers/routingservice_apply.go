@@ -115,6 +115,11 @@ func (r *RoutingServiceReconciler) apply(ctx context.Context, rsvc *routingv1alp
 			suspended := a.Job.DeepCopy()
 			suspended.Spec.Suspend = ptr.To(true)
 			err = c.Patch(ctx, suspended, patch)
+		case rollout.StopJob:
+			patch := client.MergeFromWithOptions(a.Job.DeepCopy(), client.MergeFromWithOptimisticLock{})
+			stopped := a.Job.DeepCopy()
+			stopped.Spec.Parallelism = ptr.To(int32(0))
+			err = c.Patch(ctx, stopped, patch)
 		case rollout.AnnotateJob:
 			patch := client.MergeFromWithOptions(a.Job.DeepCopy(), client.MergeFromWithOptimisticLock{})
 			annotated := a.Job.DeepCopy()

@@ -22,26 +22,42 @@ func schemaShard(rsvc *routingv1alpha1.RoutingService) string {
 	return ""
 }
 
-// observeSchemaJobs adds to o the schema Jobs (and their pods) that run in the cluster of
-// spec.schema.runWithShard, when that shard's cluster was reached in this reconcile (spokes):
-// only those its anchor controls, shown as the hub's own would be (in the RoutingService's
-// namespace, controlled by it), and remembered on the spokeShard by UID so that apply sends
-// their deletes and patches there. The hub's own schema Jobs (from before runWithShard was set)
-// stay in o: they are history, and may be the evidence. When the shard's cluster was not
-// reached, nothing is added: the planner holds (pkg/rollout/schemaplace.go).
+// observeSchemaJobs adds to o the schema Jobs (and their pods) this RoutingService's anchors
+// control in every shard cluster reached in this reconcile (spokes), shown as the hub's own
+// would be (in the RoutingService's namespace, controlled by it), and remembers each on its
+// spokeShard by UID so that apply sends its deletes and patches there.
+//
+// Not only spec.schema.runWithShard's cluster: a Job started where runWithShard pointed before
+// (it changed, or its shard moved, with a status that no longer said the Job ran; the API server
+// refuses the change otherwise) is still running against the same database, and a check or retry
+// must wait for it (issue 42 item 7). The hub's own schema Jobs (from before runWithShard was
+// set) stay in o: they are history, and may be the evidence. When runWithShard's cluster was not
+// reached, nothing of it is added: the planner holds (pkg/rollout/schemaplace.go).
 func (r *RoutingServiceReconciler) observeSchemaJobs(ctx context.Context, rsvc *routingv1alpha1.RoutingService, o *rollout.Observed, spokes map[string]*spokeShard) error {
-	sp := spokes[schemaShard(rsvc)]
-	if sp == nil {
-		return nil
+	read := map[*spokeConn]bool{}
+	for _, shard := range rsvc.Spec.Shards {
+		sp := spokes[shard.Name]
+		if sp == nil || sp.conn == nil || read[sp.conn] {
+			continue
+		}
+		read[sp.conn] = true
+		if err := observeSchemaJobsIn(ctx, rsvc, o, sp, shard.Name); err != nil {
+			return err
+		}
 	}
+	return nil
+}
+
+// observeSchemaJobsIn adds the schema Jobs and pods of sp's cluster to o (observeSchemaJobs).
+func observeSchemaJobsIn(ctx context.Context, rsvc *routingv1alpha1.RoutingService, o *rollout.Observed, sp *spokeShard, shard string) error {
 	sel := ownedBy(sp.conn.namespace, rsvc.Name, nil)
 	var jobs batchv1.JobList
 	if err := sp.conn.cache.List(ctx, &jobs, sel...); err != nil {
-		return fmt.Errorf("listing the schema Jobs in shard %s's cluster: %w", schemaShard(rsvc), err)
+		return fmt.Errorf("listing the schema Jobs in shard %s's cluster: %w", shard, err)
 	}
 	var pods corev1.PodList
 	if err := sp.conn.cache.List(ctx, &pods, sel...); err != nil {
-		return fmt.Errorf("listing the schema Jobs' pods in shard %s's cluster: %w", schemaShard(rsvc), err)
+		return fmt.Errorf("listing the schema Jobs' pods in shard %s's cluster: %w", shard, err)
 	}
 	sp.jobs = map[types.UID]bool{}
 	for i := range jobs.Items {

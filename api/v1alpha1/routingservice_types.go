@@ -167,8 +167,9 @@ type SchemaSpec struct {
 	// runs in any cluster before its schema is confirmed. While that cluster does not answer the
 	// RoutingService holds: nothing is created, scaled or deleted anywhere, conditions say why,
 	// and the time away is not charged to any shard's progress deadline or bake
-	// (docs/clusters.md). Changing it moves where the next Job runs; the Jobs that ran before stay
-	// where they ran, and the evidence they were is read only from where Jobs now run.
+	// (docs/clusters.md). Changing it moves where the next Job runs, and is refused while a
+	// migration or contract Job runs; the Jobs that ran before stay where they ran, and are read
+	// while a shard still runs in their cluster.
 	// +optional
 	// +kubebuilder:validation:MaxLength=20
 	RunWithShard string `json:"runWithShard,omitempty"`
@@ -1617,6 +1618,8 @@ type RoutingServiceStatus struct {
 // +kubebuilder:printcolumn:name="Paused",type=boolean,JSONPath=`.spec.paused`,priority=1
 // +kubebuilder:printcolumn:name="Phase",type=string,JSONPath=`.status.schema.phase`,priority=1,description="Schema lifecycle phase: Expanding, RollingOut, RollbackWindow, Contracting, Complete"
 // +kubebuilder:printcolumn:name="Message",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].message`,priority=1
+// +kubebuilder:validation:XValidation:rule="(has(oldSelf.spec.schema.runWithShard) ? oldSelf.spec.schema.runWithShard : '-') == (has(self.spec.schema.runWithShard) ? self.spec.schema.runWithShard : '-') || !has(oldSelf.status) || !has(oldSelf.status.schema) || ((!has(oldSelf.status.schema.migrationJob) || has(oldSelf.status.schema.completionTime)) && (!has(oldSelf.status.schema.contract) || !has(oldSelf.status.schema.contract.job) || has(oldSelf.status.schema.contract.completionTime)))",message="spec.schema.runWithShard, and the cluster of the shard it names, cannot change while a migration or contract Job runs (status.schema.migrationJob or status.schema.contract.job has no completionTime): a check or a retry in the new place would run beside it; change it once that Job has finished",fieldPath=".spec.schema.runWithShard"
+// +kubebuilder:validation:XValidation:rule="!has(self.spec.schema.runWithShard) || (oldSelf.spec.shards.filter(s, s.name == self.spec.schema.runWithShard).map(s, has(s.cluster) ? s.cluster.name : '-') == self.spec.shards.filter(s, s.name == self.spec.schema.runWithShard).map(s, has(s.cluster) ? s.cluster.name : '-') && oldSelf.spec.shards.filter(s, s.name == self.spec.schema.runWithShard).map(s, has(s.cluster) && has(s.cluster.namespace) ? s.cluster.namespace : '-') == self.spec.shards.filter(s, s.name == self.spec.schema.runWithShard).map(s, has(s.cluster) && has(s.cluster.namespace) ? s.cluster.namespace : '-')) || !has(oldSelf.status) || !has(oldSelf.status.schema) || ((!has(oldSelf.status.schema.migrationJob) || has(oldSelf.status.schema.completionTime)) && (!has(oldSelf.status.schema.contract) || !has(oldSelf.status.schema.contract.job) || has(oldSelf.status.schema.contract.completionTime)))",message="spec.schema.runWithShard, and the cluster of the shard it names, cannot change while a migration or contract Job runs (status.schema.migrationJob or status.schema.contract.job has no completionTime): a check or a retry in the new place would run beside it; change it once that Job has finished",fieldPath=".spec.schema.runWithShard"
 // +kubebuilder:validation:XValidation:rule="size(self.metadata.name) <= 40",message="metadata.name must be at most 40 characters (it prefixes ReplicaSet and Job names)"
 type RoutingService struct {
 	metav1.TypeMeta `json:",inline"`

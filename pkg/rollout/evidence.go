@@ -117,10 +117,12 @@ func (p *planner) readJobs() []*reading {
 				}
 			case !oj.check:
 				// Still active: only its pod says anything (a recorded report counts only once
-				// the Job is ending and its pods are gone).
+				// the Job is ending, or stopped, and its pods are gone).
 				if r := p.readEarly(oj, jobSuccess); r != nil {
 					out = append(out, r)
 				} else if r := p.readEnding(oj); r != nil {
+					out = append(out, r)
+				} else if r := p.readStopped(oj); r != nil {
 					out = append(out, r)
 				}
 			}

@@ -229,7 +229,7 @@ func checkFuzzPlan(t *testing.T, which string, o Observed, plan Plan) {
 						which, i, a, j.Name, j.Status.Active, ptr.Deref(j.Status.Terminating, 0))
 				}
 			}
-		case SuspendJob, AnnotateJob:
+		case SuspendJob, StopJob, AnnotateJob:
 			if !metav1.IsControlledBy(a.Job, rsvc) {
 				t.Fatalf("%s: action %d %s: the Job is not controlled by the RoutingService", which, i, a)
 			}

@@ -112,6 +112,11 @@ const (
 	CreateJob        ActionKind = "CreateJob"
 	// SuspendJob sets a migration Job's spec.suspend, so the Job controller stops its pods.
 	SuspendJob ActionKind = "SuspendJob"
+	// StopJob sets a migration Job's spec.parallelism to 0 once its migration container's report
+	// is recorded on it: the Job controller deletes its pods and starts no other, so a pod kept
+	// running by a sidecar and then deleted is not replaced by one that runs the migration again
+	// (sidecar.go). The Job stays active until its activeDeadlineSeconds, as before.
+	StopJob ActionKind = "StopJob"
 	// DeleteJob deletes a finished Job beyond spec.strategy.jobHistoryLimit, with its pods
 	// (propagation Background; jobs_history.go).
 	DeleteJob ActionKind = "DeleteJob"
@@ -179,7 +184,7 @@ type Action struct {
 
 func (a Action) String() string {
 	switch a.Kind {
-	case CreateJob, SuspendJob, DeleteJob, AdoptJob, AnnotateJob:
+	case CreateJob, SuspendJob, StopJob, DeleteJob, AdoptJob, AnnotateJob:
 		return fmt.Sprintf("%s %s: %s", a.Kind, a.Job.Name, a.Note)
 	case CreateRecord, AdoptRecord, DeleteRecord:
 		return fmt.Sprintf("%s %s: %s", a.Kind, a.Record.Name, a.Note)

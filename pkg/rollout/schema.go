@@ -70,6 +70,7 @@ func (p *planner) schemaGate() bool {
 
 	p.readings = p.readJobs()
 	p.recordEarlyReports()
+	p.stopReportedJobs()
 	ev := evidence(p.readings)
 	p.recordEvidence(ev)
 	p.recordProbe()

@@ -122,6 +122,44 @@ func (p *planner) recordEarlyReports() {
 	}
 }
 
+// stopReportedJobs asks for every migration Job whose early report is recorded on it
+// (recordEarlyReports, a reconcile before) to be stopped (StopJob): the migration ran once and
+// said so, and nothing may run it again. Without this, deleting the pod a sidecar keeps running
+// (a drain, an eviction, a person) makes the Job controller start another pod, whose migration
+// container runs the migration a second time (issue 42 item 9; docs/schema-report.md promises a
+// migration that reported clean is never run again). Only the report recorded on the Job is
+// waited for, so the evidence outlives the pods the stop deletes.
+func (p *planner) stopReportedJobs() {
+	for _, r := range p.readings {
+		if r.early == "" || r.oj.job.Annotations[AnnotationSchemaReport] != r.early || stoppedAfterReport(r.oj.job) {
+			continue
+		}
+		p.act(Action{Kind: StopJob, Job: r.oj.job,
+			Note: fmt.Sprintf("migration container %s reported %s and its report is recorded on the Job: no other pod of it may run the migration again", migrationContainer(r.oj.job), r.version)})
+	}
+}
+
+// stoppedAfterReport reports whether j was stopped (StopJob): its spec.parallelism is 0.
+func stoppedAfterReport(j *batchv1.Job) bool {
+	return j.Spec.Parallelism != nil && *j.Spec.Parallelism == 0
+}
+
+// readStopped is the recorded report of a migration Job stopped once its report was recorded
+// (stopReportedJobs), whose pods the Job controller has deleted: the Job stays active until its
+// deadline with nothing else to read. nil unless the Job is stopped, not suspended, no pod of it
+// is left in the cache and a recorded report parses. at is the Job's start (the cluster no
+// longer says when the migration container ended).
+func (p *planner) readStopped(oj *ownedJob) *reading {
+	if !stoppedAfterReport(oj.job) || ptr.Deref(oj.job.Spec.Suspend, false) || p.hasPods(oj) {
+		return nil
+	}
+	at := p.now
+	if st := notAfter(oj.job.Status.StartTime, p.now); st != nil {
+		at = st.Time
+	}
+	return readRecorded(oj, at)
+}
+
 // earlyNote says, for messages, that a reading came from the migration container before the Job
 // ended.
 func earlyNote(r *reading) string {

@@ -162,3 +162,38 @@ func TestSidecarReportSurvivesTheFailureTargetWindow(t *testing.T) {
 		}
 	}
 }
+
+// Issue 42 item 9: once the migration container's report is recorded on its Job, the Job is
+// stopped (spec.parallelism 0), so that the pod the sidecar keeps running, once deleted, is not
+// replaced by one that runs the migration again. After the Job controller has deleted that pod,
+// the recorded report on the stopped Job stays the evidence: the gate stays open and the rollout
+// finishes on the one migration. A recorded report on an active Job nobody stopped still opens
+// nothing (TestSidecarReportSurvivesTheFailureTargetWindow).
+func TestSidecarJobIsStoppedOnceItsReportIsRecorded(t *testing.T) {
+	w := steady(t)
+	w.update("app:v2", "2", "migrate:hang")
+	w.reconcile()
+	job := MigrationJobName("rs-a", "2", 1)
+	w.confirmed = "2"
+	w.sidecarPod(job, gateReport(t, "2", false, w.now), false)
+	w.untilStep(20, func() bool { return stoppedAfterReport(w.jobs[job]) })
+	if w.jobs[job].Annotations[AnnotationSchemaReport] == "" || !w.isTrue(routingv1alpha1.ConditionSchemaReady) {
+		t.Fatalf("stopped before its report was recorded (annotations %v) or with the gate shut (%s)", w.jobs[job].Annotations, w.schemaReason())
+	}
+	// The Job controller deletes the stopped Job's pod and starts none.
+	w.jobs[job].Status.Active = 0
+	delete(w.pods, job+"-sidecar")
+	for i := 0; i < 10; i++ {
+		w.step(time.Second)
+		if !w.isTrue(routingv1alpha1.ConditionSchemaReady) {
+			t.Fatalf("round %d after the stop: SchemaReady %s", i, w.schemaReason())
+		}
+	}
+	w.run(300, func() bool { return w.isTrue(routingv1alpha1.ConditionReady) })
+	if n := len(w.jobsOf(ComponentMigration)); n != 2 {
+		t.Fatalf("migration Jobs %v: the migration ran again", w.jobsOf(ComponentMigration))
+	}
+	if st := w.rsvc.Status.Schema; st.ConfirmedVersion != "2" || st.ConfirmedBy != job {
+		t.Fatalf("status.schema = %+v", st)
+	}
+}

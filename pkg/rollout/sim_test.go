@@ -205,6 +205,8 @@ func (w *world) apply(a Action) {
 		w.jobs[j.Name] = j
 	case SuspendJob:
 		w.jobs[a.Job.Name].Spec.Suspend = ptr.To(true)
+	case StopJob:
+		w.jobs[a.Job.Name].Spec.Parallelism = ptr.To(int32(0))
 	case DeleteJob:
 		w.deleteJob(a.Job.Name)
 	case AdoptReplicaSet:

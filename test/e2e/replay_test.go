@@ -93,10 +93,10 @@ func readyOnGeneration(t *testing.T, ns string) func() error {
 // that never exits, as a plain second container or as a native sidecar (an init container with
 // restartPolicy: Always). The migration container exits 0 with a clean report: the gate opens
 // without waiting for the Job's deadline, the rollout finishes, and the migration runs once. A
-// plain sidecar keeps the Job active until the Job controller fails it at activeDeadlineSeconds
-// and deletes its pod, which changes nothing (the report was recorded on the Job); a native
-// sidecar is stopped by the kubelet and the Job completes. A retry annotated afterwards runs
-// nothing: a successful migration is never run again.
+// plain sidecar's Job is stopped once the report is recorded on it (its pod deleted, none
+// started again), and the Job controller fails it at activeDeadlineSeconds, which changes
+// nothing; a native sidecar is stopped by the kubelet and the Job completes. A retry annotated
+// afterwards runs nothing: a successful migration is never run again.
 func TestReplaySidecarKeepsTheMigrationJobRunning(t *testing.T) {
 	realStack(t)
 	for _, c := range []struct {
@@ -154,8 +154,20 @@ func TestReplaySidecarKeepsTheMigrationJobRunning(t *testing.T) {
 					return nil
 				})
 			} else {
-				// The proxy keeps the pod running: the Job controller fails the Job at its
-				// deadline and deletes the pod, report and all.
+				// The proxy keeps the pod running. Once the report is recorded on the Job,
+				// schemagate stops the Job (parallelism 0): the Job controller deletes the pod
+				// before the deadline and starts no other, so the migration cannot run again.
+				story.Eventually(t, 20*time.Second, "the Job stopped and its pod deleted", func() error {
+					j := getJob(t, ns, name)
+					if p := j.Spec.Parallelism; p == nil || *p != 0 {
+						return fmt.Errorf("spec.parallelism %v", p)
+					}
+					if pods := jobPods(t, ns, name); len(pods) > 0 {
+						return fmt.Errorf("%d pods left", len(pods))
+					}
+					return nil
+				})
+				// The Job controller then fails the Job at its deadline.
 				story.Eventually(t, time.Duration(deadline+40)*time.Second, "the Job controller ends the Job at its deadline", func() error {
 					j := getJob(t, ns, name)
 					if c := jobCondition(j, batchv1.JobFailed); c == nil || c.Reason != batchv1.JobReasonDeadlineExceeded {

@@ -15,6 +15,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
@@ -562,5 +563,80 @@ func TestStoryNameTakenInASpoke(t *testing.T) {
 	}
 	if got := kit.Serving(t, ns); !strings.Contains(got, "us-east=app:v1") {
 		t.Fatalf("v2 started in the hub: %s", got)
+	}
+}
+
+// Issue 42 item 7: where the schema Jobs run (spec.schema.runWithShard, and the cluster of the
+// shard it names) cannot change while a migration Job runs: the API server refuses, naming the
+// field. And when it changes anyway, because the status no longer says the Job runs (lost, or
+// restored from a backup), the Job in the old place is still watched: no migration starts in the
+// new place beside it, and its report is the evidence once it finishes.
+func TestRunWithShardStaysWhileItsMigrationRuns(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	ns, spokeNS, _ := steadyWithEUInASpoke(t)
+	fake.share(spokeNS, ns)
+	hubMigrations := countMigrations(jobsIn(t, ns)) // schema 1's
+	kit.Update(t, ns, func(r *routingv1alpha1.RoutingService) {
+		r.Spec.Schema.RunWithShard = "eu-west"
+		story.ToV2("app:v2", "migrate:manual")(r)
+	})
+	name := rollout.MigrationJobName("rs-a", "2", 1)
+	story.Eventually(t, 20*time.Second, "the migration Job running in the spoke, as status says", func() error {
+		if err := k8s.Get(ctx, client.ObjectKey{Namespace: spokeNS, Name: name}, &batchv1.Job{}); err != nil {
+			return err
+		}
+		if s := kit.Get(t, ns).Status.Schema; s.MigrationJob != name || s.CompletionTime != nil {
+			return fmt.Errorf("status.schema: migrationJob %q, completionTime %v", s.MigrationJob, s.CompletionTime)
+		}
+		return nil
+	})
+	moves := []struct {
+		what   string
+		mutate func(*routingv1alpha1.RoutingService)
+	}{
+		{"runWithShard cleared", func(r *routingv1alpha1.RoutingService) { r.Spec.Schema.RunWithShard = "" }},
+		{"runWithShard to us-east", func(r *routingv1alpha1.RoutingService) { r.Spec.Schema.RunWithShard = "us-east" }},
+		{"eu-west moved to another namespace", func(r *routingv1alpha1.RoutingService) { r.Spec.Shards[1].Cluster.Namespace = "elsewhere" }},
+	}
+	for _, m := range moves {
+		err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+			r := kit.Get(t, ns)
+			m.mutate(r)
+			return k8s.Update(ctx, r)
+		})
+		if !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), "spec.schema.runWithShard") || !strings.Contains(err.Error(), "while a migration or contract Job runs") {
+			t.Fatalf("%s while the migration runs: %v, want Invalid naming spec.schema.runWithShard", m.what, err)
+		}
+	}
+
+	// The status loses the running Job; the move is accepted then.
+	story.Eventually(t, 20*time.Second, "runWithShard cleared with the status lost", func() error {
+		loseStatus(t, ns)
+		r := kit.Get(t, ns)
+		r.Spec.Schema.RunWithShard = ""
+		return k8s.Update(ctx, r)
+	})
+	story.Consistently(t, 5*time.Second, "no migration beside the one in the spoke", func() error {
+		if n := countMigrations(jobsIn(t, ns)); n != hubMigrations {
+			return fmt.Errorf("%d migration Jobs in the hub, %d before", n, hubMigrations)
+		}
+		if got := spokeServing(t, spokeNS); got != "app:v1:3/3" {
+			return fmt.Errorf("spoke serves %q", got)
+		}
+		return kit.ServingIs(t, ns, "us-east=app:v1:3/3 ap-south=app:v1:3/3")()
+	})
+	finishAttempt(t, spokeNS, "2", 1, true)
+	story.Eventually(t, 90*time.Second, "v2 everywhere, confirmed by the spoke's Job", func() error {
+		if err := kit.HasCondition(t, ns, routingv1alpha1.ConditionReady, metav1.ConditionTrue, routingv1alpha1.ReasonRolloutComplete)(); err != nil {
+			return err
+		}
+		if got := kit.Get(t, ns).Status.Schema.ConfirmedBy; got != name {
+			return fmt.Errorf("status.schema.confirmedBy %q, want the spoke's %s", got, name)
+		}
+		return kit.ServingIs(t, ns, "us-east=app:v2:3/3 ap-south=app:v2:3/3")()
+	})
+	if n := countMigrations(jobsIn(t, ns)); n != hubMigrations {
+		t.Fatalf("%d migration Jobs in the hub, %d before", n, hubMigrations)
 	}
 }
