@@ -11,7 +11,9 @@ import (
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 )
 
-// +kubebuilder:rbac:groups="",resources=pods,verbs=delete
+// Deleting pods is granted per namespace by config/rbac/namespaced_role.yaml, not the markers'
+// ClusterRole (docs/security.md): without it, each delete is refused and the ReplicaSet
+// controller removes the pods, as it would have anyway.
 
 // removeScaledToZero deletes the pods a ReplicaSet the manager has just scaled to 0 still runs,
 // instead of leaving each deletion (and its SuccessfulDelete Event) to kube-controller-manager's

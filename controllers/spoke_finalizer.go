@@ -20,7 +20,9 @@ import (
 )
 
 // +kubebuilder:rbac:groups=routing.schemagate.io,resources=routingservices,verbs=patch
-// +kubebuilder:rbac:groups="",resources=secrets,verbs=get
+// Secrets are read by name (a region cluster's kubeconfig, a check's header or CA) with get,
+// which config/rbac/namespaced_role.yaml grants per namespace, not the markers' ClusterRole
+// (docs/security.md).
 
 // spokeRecheck is how often a RoutingService with a shard in another cluster is reconciled when
 // nothing wakes it: its Secrets are read, not watched.

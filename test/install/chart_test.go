@@ -147,6 +147,10 @@ func TestChartDefaults(t *testing.T) {
 	if m := missing(boundRules(t, objs, d), generatedRules(t)); len(m) > 0 {
 		t.Errorf("the manager's ServiceAccount lacks %v", m)
 	}
+	// Secrets get and pods delete are bound nowhere by default (rbac.namespaces, rbac.clusterWide).
+	if m := missing(boundRules(t, objs, d), perNamespaceRules(t)); len(m) != len(perNamespaceRules(t)) {
+		t.Errorf("by default the manager's ServiceAccount is granted %v of %v", len(perNamespaceRules(t))-len(m), perNamespaceRules(t))
+	}
 	if len(r.CRDs) != 1 {
 		t.Errorf("want 1 CRD in crds/, got %d", len(r.CRDs))
 	}
@@ -182,7 +186,7 @@ func TestChartWatchNamespaces(t *testing.T) {
 			continue
 		}
 		rules := decode[rbacv1.Role](t, roles[0]).Rules
-		var namespaced []rbacv1.PolicyRule
+		namespaced := perNamespaceRules(t)
 		for _, rule := range generatedRules(t) {
 			if !clusterScoped(rule) {
 				namespaced = append(namespaced, rule)
@@ -198,6 +202,65 @@ func TestChartWatchNamespaces(t *testing.T) {
 				t.Errorf("ClusterRole %s grants %v in namespace-scoped mode", o.Name, rule)
 			}
 		}
+	}
+}
+
+// Issue 42 item 12: a cluster-wide manager reads Secrets and deletes pods only where it is bound
+// for that. rbac.namespaces [team-a]: a RoleBinding in team-a to <release>-manager-namespaced,
+// which holds exactly config/rbac/namespaced_role.yaml's rules, and nothing binds it
+// cluster-wide; rbac.clusterWide: a ClusterRoleBinding does, and then no RoleBinding is needed.
+func TestChartSecretsAndPodDeletionPerNamespace(t *testing.T) {
+	for _, tc := range []struct {
+		name        string
+		rbac        map[string]any
+		clusterWide bool
+		namespaces  []string
+	}{
+		{"namespaces", map[string]any{"namespaces": []any{"team-a"}}, false, []string{"team-a"}},
+		{"clusterWide", map[string]any{"clusterWide": true}, true, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r, err := RenderChart(ChartDir(), "sg", "ops", withImage(map[string]any{"rbac": tc.rbac}))
+			if err != nil {
+				t.Fatal(err)
+			}
+			objs := objects(t, []byte(r.Manifest))
+			d := oneDeployment(t, objs)
+			var role *rbacv1.ClusterRole
+			for _, o := range only(objs, "ClusterRole", "") {
+				if o.Name == "sg-schemagate-manager-namespaced" {
+					role = decode[rbacv1.ClusterRole](t, o)
+				}
+			}
+			if role == nil {
+				t.Fatal("no ClusterRole sg-schemagate-manager-namespaced")
+			}
+			want := perNamespaceRules(t)
+			if m, extra := missing(role.Rules, want), missing(want, role.Rules); len(m)+len(extra) > 0 {
+				t.Errorf("sg-schemagate-manager-namespaced lacks %v and grants more: %v", m, extra)
+			}
+			var boundIn []string
+			clusterWide := false
+			for _, o := range append(only(objs, "ClusterRoleBinding", ""), only(objs, "RoleBinding", "")...) {
+				b := decode[rbacv1.RoleBinding](t, o)
+				if b.RoleRef.Name != role.Name || !slices.ContainsFunc(b.Subjects, func(s rbacv1.Subject) bool {
+					return s.Name == d.Spec.Template.Spec.ServiceAccountName && s.Namespace == d.Namespace
+				}) {
+					continue
+				}
+				if o.Kind == "ClusterRoleBinding" {
+					clusterWide = true
+				} else {
+					boundIn = append(boundIn, o.Namespace)
+				}
+			}
+			if clusterWide != tc.clusterWide || !slices.Equal(boundIn, tc.namespaces) {
+				t.Errorf("bound cluster-wide %v and in %v, want %v and %v", clusterWide, boundIn, tc.clusterWide, tc.namespaces)
+			}
+		})
+	}
+	if _, err := RenderChart(ChartDir(), "sg", "ops", withImage(map[string]any{"rbac": map[string]any{"namespaces": []any{"Team A"}}})); err == nil || !strings.Contains(err.Error(), "rbac") {
+		t.Errorf("rbac.namespaces [\"Team A\"]: %v, want a refusal naming rbac", err)
 	}
 }
 

@@ -155,7 +155,7 @@ func TestManagerSelectorKeepsTheCRD(t *testing.T) {
 		}
 	}
 	slices.Sort(picked)
-	want := []string{"ClusterRole", "ClusterRole", "ClusterRoleBinding", "Deployment", "Role", "RoleBinding", "Service", "ServiceAccount"}
+	want := []string{"ClusterRole", "ClusterRole", "ClusterRole", "ClusterRoleBinding", "Deployment", "Role", "RoleBinding", "Service", "ServiceAccount"}
 	if !slices.Equal(picked, want) {
 		t.Errorf("the selector picks %v, want %v", picked, want)
 	}

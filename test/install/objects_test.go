@@ -203,3 +203,18 @@ func generatedRules(t *testing.T) []rbacv1.PolicyRule {
 	}
 	return decode[rbacv1.ClusterRole](t, roles[0]).Rules
 }
+
+// perNamespaceRules returns the rules of config/rbac/namespaced_role.yaml: Secrets get and pods
+// delete, granted only where a binding says (docs/security.md).
+func perNamespaceRules(t *testing.T) []rbacv1.PolicyRule {
+	t.Helper()
+	b, err := ReadFile("config/rbac/namespaced_role.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	roles := only(objects(t, b), "ClusterRole", "")
+	if len(roles) != 1 || roles[0].Name != "schemagate-manager-namespaced" {
+		t.Fatalf("config/rbac/namespaced_role.yaml: want the one ClusterRole schemagate-manager-namespaced, got %d", len(roles))
+	}
+	return decode[rbacv1.ClusterRole](t, roles[0]).Rules
+}

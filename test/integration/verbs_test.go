@@ -78,25 +78,31 @@ var notSentInEnvtest = map[string]string{
 }
 
 // checkVerbs compares what the suite's manager sent with config/rbac/role.yaml, which the RBAC
-// markers generate: a granted verb it never used is privilege to take away, and a verb it used
+// markers generate, and config/rbac/namespaced_role.yaml: a granted verb it never used is privilege to take away, and a verb it used
 // that is not granted fails on a real cluster. It runs only when the whole suite ran (no -run):
 // only then has every story had its say.
 func checkVerbs() int {
 	if f := flag.Lookup("test.run"); f == nil || f.Value.String() != "" {
 		return 0
 	}
-	raw, err := os.ReadFile(filepath.Join(rootDir, "config", "rbac", "role.yaml"))
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	var role rbacv1.ClusterRole
-	if err := yaml.Unmarshal(raw, &role); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
+	// role.yaml (the markers' ClusterRole) and namespaced_role.yaml (Secrets get and pods
+	// delete, bound per namespace): together, what the manager may be granted.
+	var rules []rbacv1.PolicyRule
+	for _, file := range []string{"role.yaml", "namespaced_role.yaml"} {
+		raw, err := os.ReadFile(filepath.Join(rootDir, "config", "rbac", file))
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		var role rbacv1.ClusterRole
+		if err := yaml.Unmarshal(raw, &role); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		rules = append(rules, role.Rules...)
 	}
 	granted := map[string]bool{}
-	for _, r := range role.Rules {
+	for _, r := range rules {
 		for _, g := range r.APIGroups {
 			for _, res := range r.Resources {
 				for _, verb := range r.Verbs {
@@ -124,6 +130,6 @@ func checkVerbs() int {
 	if len(unused)+len(missing) == 0 {
 		return 0
 	}
-	fmt.Fprintf(os.Stderr, "RBAC (config/rbac/role.yaml) and the requests the manager sent in the whole suite differ:\n  granted, never used: %v\n  used, not granted: %v\n", unused, missing)
+	fmt.Fprintf(os.Stderr, "RBAC (config/rbac/role.yaml, namespaced_role.yaml) and the requests the manager sent in the whole suite differ:\n  granted, never used: %v\n  used, not granted: %v\n", unused, missing)
 	return 1
 }

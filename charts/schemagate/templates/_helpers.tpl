@@ -40,8 +40,8 @@ config/rbac/role.yaml, which controller-gen generates from the markers beside th
 test/install fails when this list grants less. routingservices get reads a RoutingService past
 the cache while schema evidence waits and the cache lacks the manager's own last status write
 (controllers/cachesync.go). routingservices patch adds and removes the finalizer of a RoutingService with shards in other
-clusters; secrets get reads the kubeconfig Secrets those shards name (one get each, never a list
-or a watch; docs/clusters.md). routingservices/finalizers update: the owner
+clusters. Secrets get and pods delete are in schemagate.perNamespaceRules: granted in each
+watched namespace, and cluster-wide only where rbac.clusterWide says so. routingservices/finalizers update: the owner
 references the manager sets block their owner's deletion, which the
 OwnerReferencesPermissionEnforcement admission plugin allows only with this verb.
 */}}
@@ -66,7 +66,7 @@ OwnerReferencesPermissionEnforcement admission plugin allows only with this verb
   verbs: ["list", "watch", "create", "patch", "delete"]
 - apiGroups: [""]
   resources: ["pods"]
-  verbs: ["list", "watch", "delete"]
+  verbs: ["list", "watch"]
 - apiGroups: [""]
   resources: ["pods/status"]
   verbs: ["patch"]
@@ -76,9 +76,20 @@ OwnerReferencesPermissionEnforcement admission plugin allows only with this verb
 - apiGroups: ["policy"]
   resources: ["poddisruptionbudgets"]
   verbs: ["get", "list", "watch", "create", "patch", "delete"]
+{{- end -}}
+
+{{/*
+schemagate.perNamespaceRules: what the manager may do only where it is bound per namespace
+(rbac.namespaces), or everywhere with rbac.clusterWide: read a Secret by name and delete the pods
+of a ReplicaSet it scaled to 0 (config/rbac/namespaced_role.yaml).
+*/}}
+{{- define "schemagate.perNamespaceRules" -}}
 - apiGroups: [""]
   resources: ["secrets"]
   verbs: ["get"]
+- apiGroups: [""]
+  resources: ["pods"]
+  verbs: ["delete"]
 {{- end -}}
 
 {{/*
