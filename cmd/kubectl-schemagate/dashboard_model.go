@@ -352,8 +352,10 @@ func timeline(r *routingv1alpha1.RoutingService, objs Objects, events []corev1.E
 		if (c.Type == routingv1alpha1.ConditionStalled && c.Status == "True") || c.Reason == routingv1alpha1.ReasonRollbackRefused {
 			level = "error"
 		}
+		// lastTransitionTime is when the status last changed; the reason may have changed since
+		// without moving it, so the entry dates the status and names the reason as it is now.
 		out = append(out, TimelineEntry{Time: c.LastTransitionTime.UTC(), Kind: "condition", Object: "Condition/" + c.Type,
-			Text: fmt.Sprintf("%s=%s %s", c.Type, c.Status, c.Reason), Level: level})
+			Text: conditionEntryText(c.Type, string(c.Status), c.Reason), Level: level})
 	}
 	sort.SliceStable(out, func(i, j int) bool {
 		if !out[i].Time.Equal(out[j].Time) {
@@ -442,4 +444,13 @@ func measuredValue(s string) jsonNumber {
 // encodeSnapshot encodes s compactly (one line: one SSE data field).
 func encodeSnapshot(s *Snapshot) ([]byte, error) {
 	return json.Marshal(s)
+}
+
+// conditionEntryText is a condition's timeline entry, dated at its lastTransitionTime: the status
+// it became then, and its reason now (Kubernetes moves that time only when the status changes).
+func conditionEntryText(condType, status, reason string) string {
+	if reason == "" {
+		return fmt.Sprintf("%s became %s", condType, status)
+	}
+	return fmt.Sprintf("%s became %s (reason now %s)", condType, status, reason)
 }

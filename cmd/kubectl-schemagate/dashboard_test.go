@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -22,6 +23,8 @@ import (
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 	fakedynamic "k8s.io/client-go/dynamic/fake"
 	k8stesting "k8s.io/client-go/testing"
+
+	routingv1alpha1 "github.com/schemagate/schemagate/api/v1alpha1"
 )
 
 // goldenWorld is the golden state named state, built.
@@ -69,7 +72,7 @@ func TestDashboardModelGolden(t *testing.T) {
 				}
 			}
 			for _, c := range w.r.Status.Conditions {
-				if !hasEntry(m.Timeline, "Condition/"+c.Type, c.Type+"="+string(c.Status), c.LastTransitionTime.Time) {
+				if !hasEntry(m.Timeline, "Condition/"+c.Type, c.Type+" became "+string(c.Status), c.LastTransitionTime.Time) {
 					t.Errorf("timeline lacks condition %s", c.Type)
 				}
 			}
@@ -724,5 +727,25 @@ func TestDashboardOddObjectLeftOut(t *testing.T) {
 	}
 	if len(s.Services) != 1 || s.Services[0].View.Name != "rs-a" || len(s.Notes) != 1 || !strings.Contains(s.Notes[0], "rs-odd") {
 		t.Errorf("services %d, notes %q", len(s.Services), s.Notes)
+	}
+}
+
+// Issue 42 item 16: a condition's timeline entry is dated at its lastTransitionTime, which moves
+// only when the status changes; its text says the status it became then and its reason now, not
+// the reason as if it had been given at that time.
+func TestTimelineConditionEntrySaysTheReasonIsCurrent(t *testing.T) {
+	then := metav1.NewTime(time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC))
+	r := &routingv1alpha1.RoutingService{Status: routingv1alpha1.RoutingServiceStatus{Conditions: []metav1.Condition{
+		{Type: routingv1alpha1.ConditionReady, Status: metav1.ConditionFalse, Reason: routingv1alpha1.ReasonWaitingForMigration, LastTransitionTime: then},
+	}}}
+	var got []string
+	for _, e := range timeline(r, Objects{}, nil, nil) {
+		if e.Kind == "condition" {
+			got = append(got, e.Time.Format(time.RFC3339)+" "+e.Text)
+		}
+	}
+	want := []string{"2026-12-01T10:00:00Z Ready became False (reason now " + routingv1alpha1.ReasonWaitingForMigration + ")"}
+	if !slices.Equal(got, want) {
+		t.Errorf("condition entries %q, want %q", got, want)
 	}
 }

@@ -165,7 +165,8 @@ func renderView(w io.Writer, v *View, p palette) {
 	if v.Schema.Lifecycle != nil {
 		renderLifecycle(w, v.Schema.Lifecycle, p, label)
 	}
-	fmt.Fprintf(w, "%s stable %s, update %s\n", label("Revisions:"), orNone(v.Revisions.Stable), orNone(v.Revisions.Update))
+	fmt.Fprintf(w, "%s stable %s%s, update %s%s\n", label("Revisions:"), orNone(v.Revisions.Stable), imagesNote(v.Revisions.StableImages),
+		orNone(v.Revisions.Update), imagesNote(v.Revisions.UpdateImages))
 	fmt.Fprintf(w, "%s %s\n", label("Strategy:"), v.Strategy.Summary)
 	fmt.Fprintf(w, "%s %s\n", label("Progress:"), v.Progress.Summary)
 	if f := v.Failure; f != nil {
@@ -439,4 +440,12 @@ func nonEmpty(ss ...string) []string {
 		}
 	}
 	return out
+}
+
+// imagesNote is " (image, image)" for a revision's images, or "" when they are unknown.
+func imagesNote(images []string) string {
+	if len(images) == 0 {
+		return ""
+	}
+	return " (" + strings.Join(images, ", ") + ")"
 }

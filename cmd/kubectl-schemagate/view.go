@@ -89,6 +89,35 @@ type SchemaView struct {
 type RevisionsView struct {
 	Stable string `json:"stable,omitempty"`
 	Update string `json:"update,omitempty"`
+	// StableImages and UpdateImages are the container images of each revision, where people
+	// look for a version: from a ReplicaSet of the revision, or for the update revision the
+	// spec's template before any ReplicaSet of it exists.
+	StableImages []string `json:"stableImages,omitempty"`
+	UpdateImages []string `json:"updateImages,omitempty"`
+}
+
+// revisionImages fills the images of v's stable and update revisions (RevisionsView).
+func revisionImages(v *RevisionsView, r *routingv1alpha1.RoutingService, sets []appsv1.ReplicaSet) {
+	of := func(rev string) []string {
+		for _, rs := range sets {
+			if rev != "" && rs.Labels[rollout.LabelRevision] == rev {
+				return containerImages(rs.Spec.Template.Spec.Containers)
+			}
+		}
+		return nil
+	}
+	v.StableImages, v.UpdateImages = of(v.Stable), of(v.Update)
+	if v.UpdateImages == nil && v.Update != "" && v.Update == rollout.Revision(&r.Spec) {
+		v.UpdateImages = containerImages(r.Spec.Template.Spec.Containers)
+	}
+}
+
+func containerImages(cs []corev1.Container) []string {
+	var out []string
+	for _, c := range cs {
+		out = append(out, c.Image)
+	}
+	return out
 }
 
 // StrategyView is spec.strategy with its defaults applied, and a one-line summary.
@@ -311,6 +340,7 @@ func BuildView(r *routingv1alpha1.RoutingService, objs Objects, now time.Time) *
 		Revisions: RevisionsView{Stable: r.Status.StableRevision, Update: r.Status.UpdateRevision},
 		Strategy:  strategyView(r),
 	}
+	revisionImages(&v.Revisions, r, objs.ReplicaSets)
 	for _, c := range r.Status.Conditions {
 		v.Conditions = append(v.Conditions, ConditionView{Type: c.Type, Status: string(c.Status), Reason: c.Reason, Message: c.Message,
 			ObservedGeneration: c.ObservedGeneration, Current: c.ObservedGeneration == r.Generation && r.Status.ObservedGeneration == r.Generation,
@@ -624,9 +654,7 @@ func rsView(r *routingv1alpha1.RoutingService, rs appsv1.ReplicaSet, ss *routing
 	if ss != nil && rev != "" && rev == ss.Revision {
 		v.Tags = append(v.Tags, "serving")
 	}
-	for _, c := range rs.Spec.Template.Spec.Containers {
-		v.Images = append(v.Images, c.Image)
-	}
+	v.Images = containerImages(rs.Spec.Template.Spec.Containers)
 	for _, p := range pods["ReplicaSet/"+rs.Name] {
 		used["Pod/"+p.Name] = true
 		v.Pods = append(v.Pods, podView(p, now))

@@ -319,7 +319,7 @@
       el('h1', null, v.namespace + '/' + v.name + ' ', badge(v.state)),
       el('p', {id: 'status-line'}, (v.condition ? v.condition + ' ' : '') + (v.reason || '') + (v.message ? ': ' + v.message : '')),
       dl([['Generation', v.generation + ' (observed ' + v.observedGeneration + ')' + (v.paused ? ', paused' : '')],
-        ['Revisions', 'stable ' + ((v.revisions || {}).stable || '—') + ', update ' + ((v.revisions || {}).update || '—')],
+        ['Revisions', revisionsText(v.revisions || {})],
         ['Strategy', (v.strategy || {}).summary], ['Progress', (v.progress || {}).summary, 'progress'],
         ['Failure', v.failure ? v.failure.reason + (v.failure.shard ? ' in shard ' + v.failure.shard : '') + ': ' + v.failure.message : '', 'failure'],
         ['GitOps', (m.gitops || []).join('; '), 'gitops']]),
@@ -442,3 +442,10 @@
   window.addEventListener('hashchange', render);
   connect();
 })();
+
+// revisionsText says which revision is stable and which is the update, each with its images (where
+// people look for a version), as the plugin's Revisions line does.
+function revisionsText(r) {
+  const one = (rev, images) => (rev || '—') + ((images || []).length ? ' (' + images.join(', ') + ')' : '');
+  return 'stable ' + one(r.stable, r.stableImages) + ', update ' + one(r.update, r.updateImages);
+}
