@@ -58,11 +58,17 @@ $(GOLANGCI_LINT): hack/tools/lint/go.mod hack/tools/lint/go.sum hack/tools/lint/
 lint: $(GOLANGCI_LINT) ## golangci-lint (.golangci.yml: errcheck, govet, staticcheck; kube-api-linter over api/).
 	$(GOLANGCI_LINT) run ./...
 
+.PHONY: vulncheck
+vulncheck: ## govulncheck over ./... with the vulnerability database built from golang.org/x/vulndb (no network but the module proxy); fails on a called vulnerability hack/vulncheck/accepted.txt does not accept.
+	@set -e; paths=$$(hack/tools/build-vulncheck.sh); bin=$$(echo "$$paths" | sed -n 1p); db=$$(echo "$$paths" | sed -n 2p); \
+	$$bin -db "file://$$db" -format json ./... > $(BIN)/vulncheck.json; \
+	go run ./hack/vulncheck -accepted hack/vulncheck/accepted.txt < $(BIN)/vulncheck.json
+
 # The files `make verify` regenerates and then requires to be committed as generated.
 GENERATED := config api charts/schemagate/crds dist/install.yaml
 
 .PHONY: verify
-verify: manifests generate chart-crds installer lint ## Fail when generated files are stale, Go files are unformatted or the linter finds anything.
+verify: manifests generate chart-crds installer lint vulncheck ## Fail when generated files are stale, Go files are unformatted, the linter finds anything or the code calls a vulnerability nobody accepted.
 	@hack/check-file-sizes.sh
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { echo "gofmt needed:"; gofmt -l $$(git ls-files '*.go'); exit 1; }
 	@git diff --exit-code -- $(GENERATED) || { echo "generated files are stale: run 'make manifests generate chart-crds installer' and commit"; exit 1; }
