@@ -192,9 +192,9 @@ IMAGE_REPO ?= ghcr.io/schemagate/manager
 DOWNLOAD_BASE ?= https://github.com/schemagate/schemagate/releases/download/$(VERSION)/
 
 .PHONY: release
-release: ## Write release VERSION=vX.Y.Z into dist/release/VERSION/: image archive, crds.yaml, install.yaml, chart and index.yaml, plugin archives, krew manifest, notes, checksums.
+release: ## Write release VERSION=vX.Y.Z into dist/release/VERSION/: image archive, crds.yaml, install.yaml, chart and index.yaml, plugin archives, krew manifest, notes, checksums (signed with SIGN_KEY=key.pem when set).
 	@if [ -z "$(VERSION)" ]; then echo "make release: set VERSION, e.g. make release VERSION=v0.1.0" >&2; exit 1; fi
-	go run ./hack/release --version $(VERSION) --image-repo $(IMAGE_REPO) --download-base $(DOWNLOAD_BASE) --arches $(IMAGE_ARCHES)
+	go run ./hack/release --version $(VERSION) --image-repo $(IMAGE_REPO) --download-base $(DOWNLOAD_BASE) --arches $(IMAGE_ARCHES) $(if $(SIGN_KEY),--sign-key $(SIGN_KEY))
 
 .PHONY: release-check
 release-check: ## Build release v0.1.0 twice from this checkout and fail unless the two folders are byte-identical.

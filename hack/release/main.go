@@ -2,7 +2,11 @@
 // release VERSION=vX.Y.Z`); internal/release does the work and docs/install.md says what each file
 // is for. It prints each file with its size and sha256.
 //
-//	go run ./hack/release --version v0.1.0 [--out dist/release] [--image-repo ghcr.io/schemagate/manager]
+//	go run ./hack/release --version v0.1.0 [--out dist/release] [--image-repo ghcr.io/schemagate/manager] [--sign-key key.pem]
+//	go run ./hack/release --verify dist/release/v0.1.0 --public-key schemagate.pub
+//
+// --sign-key signs checksums.txt (checksums.txt.sig, cosign's sign-blob format); --verify checks
+// a downloaded release against the public key: the signature, then every file's sha256.
 package main
 
 import (
@@ -25,7 +29,22 @@ func main() {
 	base := flag.String("download-base", "", "URL the release's files are served from (default: the GitHub release download URL of the version).")
 	arches := flag.String("arches", "amd64,arm64", "Linux GOARCH values of the image, comma-separated.")
 	dirty := flag.Bool("allow-dirty", false, "Build from a tree with uncommitted changes (for trying it out; never publish the result).")
+	signKey := flag.String("sign-key", "", "PEM private key (ECDSA P-256, not encrypted) to sign checksums.txt with: writes checksums.txt.sig.")
+	verify := flag.String("verify", "", "Verify the release in this folder with --public-key instead of building one.")
+	publicKey := flag.String("public-key", "", "PEM public key for --verify.")
 	flag.Parse()
+	if *verify != "" {
+		pub, err := os.ReadFile(*publicKey)
+		if err == nil {
+			err = release.Verify(*verify, pub)
+		}
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "release: verify:", err)
+			os.Exit(1)
+		}
+		fmt.Printf("%s: %s is signed by %s and every file has its sha256\n", *verify, release.ChecksumsFile, *publicKey)
+		return
+	}
 	if *base == "" {
 		*base = "https://github.com/schemagate/schemagate/releases/download/" + *version + "/"
 	}
@@ -42,6 +61,16 @@ func main() {
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "release:", err)
 		os.Exit(1)
+	}
+	if *signKey != "" {
+		key, err := os.ReadFile(*signKey)
+		if err == nil {
+			err = release.Sign(dir, key)
+		}
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "release: sign:", err)
+			os.Exit(1)
+		}
 	}
 	if err := list(dir); err != nil {
 		fmt.Fprintln(os.Stderr, "release:", err)

@@ -6,8 +6,13 @@ import (
 	"archive/tar"
 	"bufio"
 	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
 	"crypto/sha256"
+	"crypto/x509"
 	"encoding/hex"
+	"encoding/pem"
 	"errors"
 	"fmt"
 	"io"
@@ -140,7 +145,7 @@ func checkChecksums(t *testing.T, dir string) {
 		t.Fatal(err)
 	}
 	for _, e := range entries {
-		if e.Name() != release.ChecksumsFile && !listed[e.Name()] {
+		if e.Name() != release.ChecksumsFile && e.Name() != release.SignatureFile && !listed[e.Name()] {
 			t.Errorf("%s is not in checksums.txt", e.Name())
 		}
 	}
@@ -303,4 +308,44 @@ func describeRelease(t *testing.T, dir string) string {
 		fmt.Fprintf(&b, "\n  %-44s %9.1f KiB", e.Name(), float64(info.Size())/1024)
 	}
 	return b.String()
+}
+
+// signAndVerify signs dir's checksums.txt with a fresh P-256 key, as `make release SIGN_KEY=`
+// does, and checks that the release verifies with the public key (release.Verify, which `go run
+// ./hack/release --verify` runs) and no longer does once a file of it changes.
+func signAndVerify(t *testing.T, dir string) {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	der, err := x509.MarshalPKCS8PrivateKey(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pub, err := x509.MarshalPKIXPublicKey(&key.PublicKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	public := pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: pub})
+	if err := release.Sign(dir, pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der})); err != nil {
+		t.Fatal(err)
+	}
+	if err := release.Verify(dir, public); err != nil {
+		t.Fatalf("the signed release does not verify: %v", err)
+	}
+	notes := filepath.Join(dir, "release-notes.md")
+	b, err := os.ReadFile(notes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(notes, append(b, []byte("\nedited\n")...), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := release.Verify(dir, public); err == nil || !strings.Contains(err.Error(), "release-notes.md") {
+		t.Errorf("a changed release-notes.md: Verify = %v", err)
+	}
+	if err := os.WriteFile(notes, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
 }

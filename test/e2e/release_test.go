@@ -73,8 +73,9 @@ func TestRelease(t *testing.T) {
 	prev := srv.buildPreviousRelease(t, ctx)
 	cur := srv.buildCurrentRelease(t, ctx)
 	done()
-	done = step("checksums checked, images pushed")
+	done = step("signed, checksums checked, images pushed")
 	refs := map[string]string{}
+	signAndVerify(t, cur)
 	for version, dir := range map[string]string{previousVersion: prev, currentVersion: cur} {
 		checkChecksums(t, dir)
 		refs[version] = pushImage(t, dir, version)
