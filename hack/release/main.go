@@ -4,6 +4,7 @@
 //
 //	go run ./hack/release --version v0.1.0 [--out dist/release] [--image-repo ghcr.io/schemagate/manager] [--sign-key key.pem]
 //	go run ./hack/release --verify dist/release/v0.1.0 --public-key schemagate.pub
+//	go run ./hack/release --new-key schemagate   # writes schemagate.key and schemagate.pub
 //
 // --sign-key signs checksums.txt (checksums.txt.sig, cosign's sign-blob format); --verify checks
 // a downloaded release against the public key: the signature, then every file's sha256.
@@ -32,7 +33,23 @@ func main() {
 	signKey := flag.String("sign-key", "", "PEM private key (ECDSA P-256, not encrypted) to sign checksums.txt with: writes checksums.txt.sig.")
 	verify := flag.String("verify", "", "Verify the release in this folder with --public-key instead of building one.")
 	publicKey := flag.String("public-key", "", "PEM public key for --verify.")
+	newKey := flag.String("new-key", "", "Write a new signing key pair to <this>.key (private: keep it secret) and <this>.pub, and exit.")
 	flag.Parse()
+	if *newKey != "" {
+		private, public, err := release.NewKeyPair()
+		if err == nil {
+			err = os.WriteFile(*newKey+".key", private, 0o600)
+		}
+		if err == nil {
+			err = os.WriteFile(*newKey+".pub", public, 0o644)
+		}
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "release: new key:", err)
+			os.Exit(1)
+		}
+		fmt.Printf("wrote %s.key (private) and %s.pub\n", *newKey, *newKey)
+		return
+	}
 	if *verify != "" {
 		pub, err := os.ReadFile(*publicKey)
 		if err == nil {

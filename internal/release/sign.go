@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"crypto"
+	"crypto/elliptic"
 	"encoding/base64"
 	"fmt"
 	"os"
@@ -43,6 +44,13 @@ func Sign(dir string, keyPEM []byte) error {
 		return fmt.Errorf("signing %s: %w", ChecksumsFile, err)
 	}
 	return os.WriteFile(filepath.Join(dir, SignatureFile), []byte(base64.StdEncoding.EncodeToString(sig)), 0o644)
+}
+
+// NewKeyPair returns a fresh signing key pair for Sign and Verify: an ECDSA P-256 private key
+// (PEM "PRIVATE KEY", PKCS#8, not encrypted: keep it in a secret store) and its public key (PEM
+// "PUBLIC KEY", to publish), made by github.com/sigstore/sigstore as cosign's are.
+func NewKeyPair() (private, public []byte, err error) {
+	return cryptoutils.GeneratePEMEncodedECDSAKeyPair(elliptic.P256(), nil)
 }
 
 // Verify checks a downloaded release in dir: SignatureFile is a signature of ChecksumsFile by the

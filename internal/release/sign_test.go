@@ -1,35 +1,19 @@
 package release
 
 import (
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
-	"crypto/x509"
-	"encoding/pem"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 )
 
-// keyPair returns a fresh P-256 key pair as PEM (PKCS#8 private, PKIX public), as
-// `openssl ecparam -genkey -name prime256v1 | openssl pkcs8 -topk8 -nocrypt` and `openssl ec
-// -pubout` write them.
 func keyPair(t *testing.T) (private, public []byte) {
 	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	private, public, err := NewKeyPair()
 	if err != nil {
 		t.Fatal(err)
 	}
-	der, err := x509.MarshalPKCS8PrivateKey(key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pub, err := x509.MarshalPKIXPublicKey(&key.PublicKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der}), pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: pub})
+	return private, public
 }
 
 // Issue 42 item 13: a release signed with a key verifies with its public key; a changed file, a

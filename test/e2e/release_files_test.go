@@ -6,13 +6,8 @@ import (
 	"archive/tar"
 	"bufio"
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/sha256"
-	"crypto/x509"
 	"encoding/hex"
-	"encoding/pem"
 	"errors"
 	"fmt"
 	"io"
@@ -315,20 +310,11 @@ func describeRelease(t *testing.T, dir string) string {
 // ./hack/release --verify` runs) and no longer does once a file of it changes.
 func signAndVerify(t *testing.T, dir string) {
 	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	private, public, err := release.NewKeyPair()
 	if err != nil {
 		t.Fatal(err)
 	}
-	der, err := x509.MarshalPKCS8PrivateKey(key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pub, err := x509.MarshalPKIXPublicKey(&key.PublicKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	public := pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: pub})
-	if err := release.Sign(dir, pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der})); err != nil {
+	if err := release.Sign(dir, private); err != nil {
 		t.Fatal(err)
 	}
 	if err := release.Verify(dir, public); err != nil {
