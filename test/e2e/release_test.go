@@ -123,8 +123,8 @@ func TestRelease(t *testing.T) {
 		return nil
 	})
 	// A re-roll would start at once: a new ReplicaSet or Job at the reconcile that saw the change.
-	time.Sleep(3 * time.Second)
-	serving.unchanged(t, c)
+	// Watched for 3 s: the first change fails the test.
+	serving.unchangedFor(t, c, 3*time.Second)
 	mgr.stop(t)
 	done()
 
@@ -361,6 +361,14 @@ func (s *servingState) uids(t *testing.T, c client.Client) (rss, pods, jobs []ty
 	slices.Sort(pods)
 	slices.Sort(jobs)
 	return rss, pods, jobs
+}
+
+// unchangedFor checks unchanged every 200 ms for d, and stops at the first difference.
+func (s *servingState) unchangedFor(t *testing.T, c client.Client, d time.Duration) {
+	t.Helper()
+	for until := time.Now().Add(d); time.Now().Before(until) && !t.Failed(); time.Sleep(200 * time.Millisecond) {
+		s.unchanged(t, c)
+	}
 }
 
 // unchanged fails unless the same ReplicaSets, pods and Jobs serve rs-a, it is Ready at the same
