@@ -76,7 +76,7 @@ func bad404Rollout(t *testing.T, name string, withCheck bool) (traffic.Report, *
 	services := regionPods(rsvcSelector)
 	waitServed(t, ns, services)
 	gen := startTraffic(ns, services)
-	time.Sleep(3 * time.Second)
+	time.Sleep(3 * time.Second) // measured: traffic before the change, for the table
 
 	var checks []routingv1alpha1.ShardCheck
 	if withCheck {
@@ -109,7 +109,7 @@ func bad404Rollout(t *testing.T, name string, withCheck bool) (traffic.Report, *
 	}
 	story.Eventually(t, 4*time.Minute, "the rollout ends", done)
 	took := time.Since(began)
-	time.Sleep(3 * time.Second)
+	time.Sleep(3 * time.Second) // measured: traffic after the change, for the table
 	return gen.Stop(), kit().Get(t, ns), took
 }
 

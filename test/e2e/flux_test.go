@@ -79,7 +79,7 @@ func TestFluxSyncsSchemaRollout(t *testing.T) {
 	services := regionPods(rsvcSelector)
 	waitServed(t, ns, services)
 	gen := startTraffic(ns, services)
-	time.Sleep(3 * time.Second)
+	time.Sleep(3 * time.Second) // measured: traffic before the change, for the table
 
 	// v2 whose migration cannot run (an unknown migration set: `edge-router migrate` exits 2).
 	broken := realRoutingService(ns, db)
@@ -112,7 +112,7 @@ func TestFluxSyncsSchemaRollout(t *testing.T) {
 	databaseFromSecret(fixed, "edge-database")
 	sha3 := commit(tl, "rs-a v2, its migration fixed (a 6 s migration)", fixed)
 	done := waitKustomization(t, ns, "True", sha3, 5*time.Minute)
-	time.Sleep(2 * time.Second)
+	time.Sleep(2 * time.Second) // measured: traffic after the change, for the table
 	rep := gen.Stop()
 	table(t, "Flux: v1 → broken v2 → fixed v2, by commit", rep)
 	for _, r := range realRegions {

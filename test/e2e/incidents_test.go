@@ -54,7 +54,7 @@ func TestIncidentR1WithoutSchemagate(t *testing.T) {
 	})
 	waitServed(t, ns, services)
 	gen := startTraffic(ns, services)
-	time.Sleep(3 * time.Second)
+	time.Sleep(3 * time.Second) // measured: traffic before the change, for the table
 
 	// The change: every region's binary and the migration, at once.
 	for _, r := range realRegions {
@@ -111,7 +111,7 @@ func TestIncidentR1WithSchemagate(t *testing.T) {
 	services := regionPods(rsvcSelector)
 	waitServed(t, ns, services)
 	gen := startTraffic(ns, services)
-	time.Sleep(3 * time.Second)
+	time.Sleep(3 * time.Second) // measured: traffic before the change, for the table
 	kit().Update(t, ns, toV2(db, 6*time.Second))
 	story.Eventually(t, 3*time.Minute, "v2 promoted everywhere", func() error {
 		r := kit().Get(t, ns)
@@ -148,7 +148,7 @@ func TestIncidentR1WithSchemagate(t *testing.T) {
 			t.Errorf("the schema-2 migration ran again: Job %s", j.Name)
 		}
 	}
-	time.Sleep(2 * time.Second)
+	time.Sleep(2 * time.Second) // measured: traffic after the change, for the table
 	rep := gen.Stop()
 	table(t, "R-1 with schemagate", rep)
 	for _, r := range realRegions {
@@ -191,7 +191,7 @@ func TestIncidentR2FailStatic(t *testing.T) {
 	canaryGen := traffic.Start(ctx, traffic.Options{Regions: []string{"us-east"}, Rate: 20, Domains: []string{"d01.example", "d02.example"},
 		Backends: traffic.PodBackends(k8s, ns, map[string]map[string]string{"us-east": canaryPods}, routerPort, 200*time.Millisecond)})
 	before := replicasOf(t, ns)
-	time.Sleep(2 * time.Second)
+	time.Sleep(2 * time.Second) // measured: traffic before the change, for the table
 
 	if err := own.Stop(); err != nil {
 		t.Fatal(err)
@@ -209,7 +209,7 @@ func TestIncidentR2FailStatic(t *testing.T) {
 	if err := own.Start(ctx); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(5 * time.Second)
+	time.Sleep(5 * time.Second) // measured: traffic after the change, for the table
 	rep := gen.Stop()
 	canaryRep := canaryGen.Stop()
 	table(t, "R-2 fail-static (schemagate)", rep)
@@ -273,7 +273,7 @@ func TestIncidentR3OneBadRegion(t *testing.T) {
 			services := regionPods(rsvcSelector)
 			waitServed(t, ns, services)
 			gen := startTraffic(ns, services)
-			time.Sleep(3 * time.Second)
+			time.Sleep(3 * time.Second) // measured: traffic before the change, for the table
 			began := time.Now()
 			kit().Update(t, ns, func(r *routingv1alpha1.RoutingService) {
 				r.Spec.Template.Spec.Containers[0].Image = routerImage + ":v2"
@@ -298,7 +298,7 @@ func TestIncidentR3OneBadRegion(t *testing.T) {
 			if !c.off && (!strings.Contains(f.Message, "container router") || !strings.Contains(f.Message, "rs-a-us-east-")) {
 				t.Errorf("the failure does not name the pod and the container: %s", f.Message)
 			}
-			time.Sleep(3 * time.Second)
+			time.Sleep(3 * time.Second) // measured: traffic after the change, for the table
 			rep := gen.Stop()
 			table(t, "R-3 one bad region (schemagate, "+c.name+")", rep)
 			for _, shard := range []string{"eu-west", "ap-south"} {

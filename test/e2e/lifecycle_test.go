@@ -113,23 +113,23 @@ func TestIncidentR4WithoutWindow(t *testing.T) {
 	waitServed(t, ns, services)
 	gen := startTraffic(ns, services)
 	t.Cleanup(func() { gen.Stop() }) // when the test ends early; Stop again is harmless
-	time.Sleep(3 * time.Second)
+	time.Sleep(3 * time.Second)      // measured: traffic before the change, for the table
 
 	began := time.Now()
 	kit().Update(t, ns, realstack.ToNaiveV2(db, 2*time.Second, nil))
 	readyAt(t, ns, 3*time.Minute, "v2 promoted everywhere")
 	t.Logf("v2 promoted in every shard %s after the update", time.Since(began).Round(time.Second))
-	time.Sleep(2 * time.Second)
+	time.Sleep(2 * time.Second) // measured: traffic after the change, for the table
 	rolling := gen.Stop()
 	table(t, "R-4 naive migration, then the rollout", rolling)
 
 	// The rollback: the spec reverted to v1, as Git would.
 	gen = startTraffic(ns, services)
-	time.Sleep(2 * time.Second)
+	time.Sleep(2 * time.Second) // measured: traffic before the change, for the table
 	kit().Update(t, ns, realstack.ToTextV1(db, nil))
 	story.Eventually(t, 3*time.Minute, "v1 serves every shard again", kit().ServingIs(t, ns, allOn("v1")))
 	readyAt(t, ns, time.Minute, "v1 Ready")
-	time.Sleep(3 * time.Second)
+	time.Sleep(3 * time.Second) // measured: traffic after the change, for the table
 	back := gen.Stop()
 	table(t, "R-4 naive migration, rollback to v1", back)
 
@@ -167,7 +167,7 @@ func TestIncidentR4WithSchemagate(t *testing.T) {
 	waitServed(t, ns, services)
 	gen := startTraffic(ns, services)
 	t.Cleanup(func() { gen.Stop() }) // when the test ends early; Stop again is harmless
-	time.Sleep(3 * time.Second)
+	time.Sleep(3 * time.Second)      // measured: traffic before the change, for the table
 
 	kit().Update(t, ns, realstack.ToNaiveV2(db, 0, realstack.Range("2", "2")))
 	noJob := func() {
@@ -344,7 +344,7 @@ func TestIncidentR5ExpandContract(t *testing.T) {
 	defer life.end(t)
 	gen := startTraffic(ns, services)
 	t.Cleanup(func() { gen.Stop() }) // when the test ends early; Stop again is harmless
-	time.Sleep(3 * time.Second)
+	time.Sleep(3 * time.Second)      // measured: traffic before the change, for the table
 
 	// 1. Before the contract: v2 never becomes ready in eu-west. The expand runs, us-east is
 	// promoted, eu-west misses its 20 s deadline, and both go back to v1, on schema 2.
@@ -356,7 +356,7 @@ func TestIncidentR5ExpandContract(t *testing.T) {
 		}
 		return kit().ServingIs(t, ns, allOn("v1"))()
 	})
-	time.Sleep(2 * time.Second)
+	time.Sleep(2 * time.Second) // measured: traffic after the change, for the table
 	before := gen.Stop()
 	table(t, "R-5 failure before the contract (rolled back to v1)", before)
 	if v := schemaVersion(t, db); v != 2 {
@@ -403,14 +403,14 @@ func TestIncidentR5ExpandContract(t *testing.T) {
 	if contract.Sub(promoted) < window-2*time.Second {
 		t.Errorf("the contract Job started %s after the last shard was promoted, before the %s window", contract.Sub(promoted), window)
 	}
-	time.Sleep(2 * time.Second)
+	time.Sleep(2 * time.Second) // measured: traffic after the change, for the table
 	lifecycle := gen.Stop()
 	table(t, "R-5 expand, three shards, window, contract", lifecycle)
 
 	// 3. After the contract: the same rollback to v1 (the spec reverted, as Git would) is refused,
 	// since v1 runs on [1, 2] and the database is at 3; v2 keeps serving.
 	gen = startTraffic(ns, services)
-	time.Sleep(2 * time.Second)
+	time.Sleep(2 * time.Second) // measured: traffic before the change, for the table
 	kit().Update(t, ns, realstack.ToTextV1(db, realstack.Range("1", "2")))
 	story.Eventually(t, time.Minute, "the rollback is refused", func() error {
 		r := kit().Get(t, ns)

@@ -64,7 +64,7 @@ func r8Run(t *testing.T, withCheck bool) {
 	services := regionPods(rsvcSelector)
 	waitServed(t, ns, services)
 	gen := startTraffic(ns, services)
-	time.Sleep(3 * time.Second)
+	time.Sleep(3 * time.Second) // measured: traffic before the change, for the table
 	began := time.Now()
 	kit().Update(t, ns, func(r *routingv1alpha1.RoutingService) {
 		r.Spec.Template.Spec.Containers = []corev1.Container{routerContainer("v2", 1, db, "--lose-every-nth-route=1")}
@@ -96,7 +96,7 @@ func r8Run(t *testing.T, withCheck bool) {
 		return kit().ServingIs(t, ns, realV1)()
 	})
 	took := time.Since(began)
-	time.Sleep(3 * time.Second)
+	time.Sleep(3 * time.Second) // measured: traffic after the change, for the table
 	rep := gen.Stop()
 	table(t, "R-8 empty routes ("+map[bool]string{true: "check at PodReady", false: "no check"}[withCheck]+")", rep)
 	t.Logf("R-8 %v: the rollout ended %s after the update; fewest v1 pods in us-east %d; 404s: us-east %d, eu-west %d, ap-south %d",

@@ -55,7 +55,7 @@ func TestIncidentR7MemoryUnderLoad(t *testing.T) {
 			services := regionPods(rsvcSelector)
 			waitServed(t, ns, services)
 			gen := startTraffic(ns, services)
-			time.Sleep(3 * time.Second)
+			time.Sleep(3 * time.Second) // measured: traffic before the change, for the table
 			began := time.Now()
 			kit().Update(t, ns, func(r *routingv1alpha1.RoutingService) {
 				r.Spec.Template.Spec.Containers[0].Image = routerImage + ":v2"
@@ -81,7 +81,7 @@ func TestIncidentR7MemoryUnderLoad(t *testing.T) {
 					t.Fatalf("status.failure %+v", f)
 				}
 			}
-			time.Sleep(3 * time.Second)
+			time.Sleep(3 * time.Second) // measured: traffic after the change, for the table
 			rep := gen.Stop()
 			table(t, "R-7 memory under load ("+c.name+")", rep)
 			r := kit().Get(t, ns)

@@ -50,7 +50,7 @@ func TestIncidentR4ProbeNothingDeclared(t *testing.T) {
 	waitServed(t, ns, services)
 	gen := startTraffic(ns, services)
 	t.Cleanup(func() { gen.Stop() }) // when the test ends early; Stop again is harmless
-	time.Sleep(3 * time.Second)
+	time.Sleep(3 * time.Second)      // measured: traffic before the change, for the table
 
 	began := time.Now()
 	kit().Update(t, ns, realstack.ToNaiveV2(db, 0, nil))
@@ -112,7 +112,7 @@ func TestIncidentR5ProbeNothingDeclared(t *testing.T) {
 	waitServed(t, ns, services)
 	gen := startTraffic(ns, services)
 	t.Cleanup(func() { gen.Stop() }) // when the test ends early; Stop again is harmless
-	time.Sleep(3 * time.Second)
+	time.Sleep(3 * time.Second)      // measured: traffic before the change, for the table
 
 	began := time.Now()
 	kit().Update(t, ns, realstack.ToExpandContractV2(db, window))
@@ -131,7 +131,7 @@ func TestIncidentR5ProbeNothingDeclared(t *testing.T) {
 		return nil
 	})
 	t.Logf("expand, three shards, window and contract done %s after the update", time.Since(began).Round(100*time.Millisecond))
-	time.Sleep(2 * time.Second)
+	time.Sleep(2 * time.Second) // measured: traffic after the change, for the table
 	rep := gen.Stop()
 	table(t, "R-5 probe, nothing declared for v1", rep)
 	if v := schemaVersion(t, db); v != 3 {

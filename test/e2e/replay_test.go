@@ -520,7 +520,7 @@ func TestStoryS36MigrationWaitsOnALock(t *testing.T) {
 			// v1's latency before anything waits, for comparison.
 			gen := startTraffic(ns, services)
 			reads := startReads(t, db)
-			time.Sleep(8 * time.Second)
+			time.Sleep(8 * time.Second) // measured: traffic before the change, for the table
 			latencyTable(t, "S-36 "+c.name+": before", gen.Snapshot(), reads.stop())
 			gen.Stop()
 
