@@ -32,6 +32,20 @@ func (w *world) sidecarPod(name, message string, proxyFirst bool) {
 	}
 }
 
+// sidecarMigration is the steady world updated to v2 and schema 2, whose migration Job's pod
+// (a proxy beside the migration container, before it with proxyFirst) has migrated the database
+// to 2 and reported so, the proxy still running; job is the Job's name.
+func sidecarMigration(t *testing.T, proxyFirst bool) (w *world, job string) {
+	t.Helper()
+	w = steady(t)
+	w.update("app:v2", "2", "migrate:hang")
+	w.reconcile()
+	job = MigrationJobName("rs-a", "2", 1)
+	w.confirmed = "2"
+	w.sidecarPod(job, gateReport(t, "2", false, w.now), proxyFirst)
+	return w, job
+}
+
 // A migration pod with a sidecar that never exits: the migration container's clean report is the
 // evidence once it has terminated, whatever the proxy does. It is recorded on the Job, so when
 // the Job controller fails the Job at its deadline (DeadlineExceeded) and deletes the pod, the
@@ -39,12 +53,7 @@ func (w *world) sidecarPod(name, message string, proxyFirst bool) {
 func TestSidecarMigrationContainerReportIsTheEvidence(t *testing.T) {
 	for _, proxyFirst := range []bool{false, true} {
 		t.Run(map[bool]string{false: "proxy after", true: "proxy before"}[proxyFirst], func(t *testing.T) {
-			w := steady(t)
-			w.update("app:v2", "2", "migrate:hang")
-			w.reconcile()
-			job := MigrationJobName("rs-a", "2", 1)
-			w.confirmed = "2"
-			w.sidecarPod(job, gateReport(t, "2", false, w.now), proxyFirst)
+			w, job := sidecarMigration(t, proxyFirst)
 			w.untilStep(20, func() bool { return w.isTrue(routingv1alpha1.ConditionSchemaReady) })
 			if w.jobs[job].Annotations[AnnotationSchemaReport] == "" {
 				t.Fatalf("the report is not recorded on the Job: %v", w.jobs[job].Annotations)
@@ -120,12 +129,7 @@ func TestNativeSidecarMigrationCompletes(t *testing.T) {
 // open gate stays open (CI saw SchemaReady flip to Migrating in that window). A recorded report
 // on a Job without FailureTarget whose pods are gone is still not read.
 func TestSidecarReportSurvivesTheFailureTargetWindow(t *testing.T) {
-	w := steady(t)
-	w.update("app:v2", "2", "migrate:hang")
-	w.reconcile()
-	job := MigrationJobName("rs-a", "2", 1)
-	w.confirmed = "2"
-	w.sidecarPod(job, gateReport(t, "2", false, w.now), false)
+	w, job := sidecarMigration(t, false)
 	w.untilStep(20, func() bool { return w.isTrue(routingv1alpha1.ConditionSchemaReady) })
 	w.run(300, func() bool { return w.rsvc.Status.PromotedShards == "1/3" })
 	w.tick()
@@ -170,12 +174,7 @@ func TestSidecarReportSurvivesTheFailureTargetWindow(t *testing.T) {
 // finishes on the one migration. A recorded report on an active Job nobody stopped still opens
 // nothing (TestSidecarReportSurvivesTheFailureTargetWindow).
 func TestSidecarJobIsStoppedOnceItsReportIsRecorded(t *testing.T) {
-	w := steady(t)
-	w.update("app:v2", "2", "migrate:hang")
-	w.reconcile()
-	job := MigrationJobName("rs-a", "2", 1)
-	w.confirmed = "2"
-	w.sidecarPod(job, gateReport(t, "2", false, w.now), false)
+	w, job := sidecarMigration(t, false)
 	w.untilStep(20, func() bool { return stoppedAfterReport(w.jobs[job]) })
 	if w.jobs[job].Annotations[AnnotationSchemaReport] == "" || !w.isTrue(routingv1alpha1.ConditionSchemaReady) {
 		t.Fatalf("stopped before its report was recorded (annotations %v) or with the gate shut (%s)", w.jobs[job].Annotations, w.schemaReason())
