@@ -27,10 +27,16 @@ fi
 if [[ ! -f "$db/index/db.json" ]]; then
 	version=$(grep 'golang.org/x/vulndb ' "$mod/go.mod" | awk '{print $2}')
 	echo "generating the vulnerability database (golang.org/x/vulndb $version) into $db" >&2
-	src=$(go -C "$mod" list -m -f '{{.Dir}}' golang.org/x/vulndb)
 	work=$(mktemp -d)
 	trap 'rm -rf "$work"' EXIT
+	# Built first: that downloads the module, whose directory `go list -m` names only once it is
+	# in the module cache (on a fresh machine it printed nothing, and the copy below failed).
 	go -C "$mod" build -o "$work/gendb" golang.org/x/vulndb/cmd/gendb
+	src=$(go -C "$mod" list -m -f '{{.Dir}}' golang.org/x/vulndb)
+	if [[ -z "$src" || ! -d "$src/data" ]]; then
+		echo "build-vulncheck: golang.org/x/vulndb $version is not in the module cache (got '$src')" >&2
+		exit 1
+	fi
 	mkdir -p "$work/repo"
 	cp -r "$src/data" "$work/repo/"
 	chmod -R u+w "$work/repo"
