@@ -37,7 +37,7 @@ $(CONTROLLER_GEN): hack/tools/go.mod hack/tools/go.sum
 manifests: $(CONTROLLER_GEN) ## Generate the CRD and RBAC manifests from the API and controller markers.
 	$(CONTROLLER_GEN) rbac:roleName=schemagate-manager crd:generateEmbeddedObjectMeta=true paths="./..." \
 		output:crd:artifacts:config=config/crd/bases output:rbac:artifacts:config=config/rbac
-	go run ./hack/crdtrim config/crd/bases/*.yaml
+	go run ./hack/crdtrim config/crd/bases/routing.schemagate.io_routingservices.yaml
 
 .PHONY: generate
 generate: $(CONTROLLER_GEN) ## Generate deepcopy functions.

@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 
 	appsv1 "k8s.io/api/apps/v1"
+	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
@@ -118,6 +119,10 @@ func (c ManagerConfig) Options() ctrl.Options {
 				&appsv1.ControllerRevision{}: {Label: ours},
 				// The per-shard budgets (controllers/pdb.go), labelled like the rest.
 				&policyv1.PodDisruptionBudget{}: {Label: ours},
+				// The scale targets of autoscaled shards, with only the managedFields entries that
+				// say who set their size (scaling.go), and the autoscalers schemagate owns.
+				&routingv1alpha1.RoutingShard{}:          {Label: ours, Transform: keepReplicasWriter},
+				&autoscalingv2.HorizontalPodAutoscaler{}: {Label: ours},
 			}},
 		Controller: config.Controller{MaxConcurrentReconciles: cmp.Or(c.MaxConcurrentReconciles, DefaultMaxConcurrentReconciles)},
 	}

@@ -59,6 +59,7 @@ func (r *RoutingServiceReconciler) forget(req ctrl.Request) {
 	r.written.forget(req.NamespacedName)
 	r.gate.forget(req.NamespacedName)
 	r.budgetConflicts.forget(req.NamespacedName)
+	r.scaleConflicts.forget(req.NamespacedName)
 	r.retirementsWaiting.forget(req.NamespacedName)
 	r.decisions.forget(req.NamespacedName)
 	r.regions.forget(req.NamespacedName)
@@ -86,6 +87,9 @@ func (r *RoutingServiceReconciler) observeAll(ctx context.Context, rsvc *routing
 		return observation{}, err
 	}
 	in := observation{observed: observed}
+	if err := r.observeShardScales(ctx, rsvc, &in.observed); err != nil {
+		return observation{}, err
+	}
 	in.spokes = r.observeSpokes(ctx, rsvc, &in.observed)
 	r.observeRetiredPlaces(ctx, rsvc, &in.observed, in.spokes)
 	if err := r.observeSchemaJobs(ctx, rsvc, &in.observed, in.spokes); err != nil {
@@ -137,6 +141,11 @@ func (r *RoutingServiceReconciler) applyPlan(ctx context.Context, rsvc *routingv
 	if err != nil {
 		return plan, nil, err
 	}
+	scaleRefusals, err := r.syncScaling(ctx, rsvc, plan)
+	if err != nil {
+		return plan, nil, err
+	}
+	refusals = append(refusals, scaleRefusals...)
 	for shard, err := range placeDown {
 		writeDown = markDown(writeDown, shard, err)
 	}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
+	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
@@ -62,6 +63,8 @@ type RoutingServiceReconciler struct {
 	// budgetConflicts remembers the budget names held by others, for one Event per holder;
 	// retirementsWaiting, the retired places a cluster that does not answer keeps from cleanup.
 	budgetConflicts, retirementsWaiting eventMemo
+	// scaleConflicts remembers the RoutingShard and autoscaler names held by others (scaling.go).
+	scaleConflicts eventMemo
 	// cleanupsPending remembers, per RoutingService being deleted, the clusters its deletion
 	// waits for (one SpokeCleanupPending Event per set, not one per 5 s retry).
 	cleanupsPending eventMemo
@@ -247,6 +250,9 @@ func (r *RoutingServiceReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	if err := IndexFields(context.Background(), mgr.GetFieldIndexer()); err != nil {
 		return err
 	}
+	if err := IndexFields(context.Background(), mgr.GetFieldIndexer(), &routingv1alpha1.RoutingShard{}, &autoscalingv2.HorizontalPodAutoscaler{}); err != nil {
+		return err
+	}
 	b := ctrl.NewControllerManagedBy(mgr).
 		For(&routingv1alpha1.RoutingService{}, builder.WithPredicates(predicate.Or(
 			predicate.GenerationChangedPredicate{}, predicate.LabelChangedPredicate{}, predicate.AnnotationChangedPredicate{}))).
@@ -254,6 +260,10 @@ func (r *RoutingServiceReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Owns(&batchv1.Job{}).
 		Owns(&appsv1.ControllerRevision{}).
 		Owns(&policyv1.PodDisruptionBudget{}).
+		// An autoscaler's size change (a new generation of the RoutingShard), and an owned
+		// autoscaler changed or deleted by someone else; not their status writes.
+		Owns(&routingv1alpha1.RoutingShard{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		Owns(&autoscalingv2.HorizontalPodAutoscaler{}, builder.WithPredicates(predicate.Or(predicate.GenerationChangedPredicate{}, predicate.AnnotationChangedPredicate{}))).
 		// Migration and check pods carry the schema reports, and say why a migration is stuck
 		// (image pull, scheduling) before the Job does.
 		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(migrationPodOwner)).

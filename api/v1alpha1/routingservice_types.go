@@ -402,6 +402,9 @@ type JobMetadata struct {
 }
 
 // ShardSpec is one region shard.
+// +kubebuilder:validation:XValidation:rule="!has(self.autoscaling) || !has(self.cluster)",message="spec.shards[].autoscaling is not supported yet for a shard with a cluster",fieldPath=".autoscaling"
+// +kubebuilder:validation:XValidation:rule="!has(self.autoscaling) || !has(self.autoscaling.maxReplicas) || self.replicas <= self.autoscaling.maxReplicas",message="spec.shards[].replicas, the size an autoscaled shard starts with, must not be above autoscaling.maxReplicas",fieldPath=".replicas"
+// +kubebuilder:validation:XValidation:rule="!has(self.autoscaling) || !has(self.autoscaling.minReplicas) || self.replicas >= self.autoscaling.minReplicas",message="spec.shards[].replicas, the size an autoscaled shard starts with, must not be below autoscaling.minReplicas",fieldPath=".replicas"
 type ShardSpec struct {
 	// name identifies the shard: a DNS label of at most 20 characters, unique in spec.shards.
 	// It appears in ReplicaSet names (<routingservice>-<shard>-<hash>) and labels.
@@ -433,6 +436,14 @@ type ShardSpec struct {
 	// a revision runs in any cluster before its schema is confirmed. docs/clusters.md.
 	// +optional
 	Cluster *ShardCluster `json:"cluster,omitempty"`
+
+	// autoscaling lets an autoscaler own the shard's size: a HorizontalPodAutoscaler schemagate
+	// creates from these fields, or the team's own (scaler External). Either scales the shard's
+	// RoutingShard, <routingservice>-<shard>; replicas is then the size the shard starts with. A
+	// size change never starts a revision, a migration or a check. Not yet for a shard with a
+	// cluster. docs/autoscaling.md.
+	// +optional
+	Autoscaling *ShardAutoscaling `json:"autoscaling,omitempty"`
 }
 
 // ShardCluster names the cluster a shard runs in and how schemagate reaches it.
@@ -1333,6 +1344,26 @@ const (
 	ShardStepRolledBack ShardStep = "RolledBack"
 )
 
+// ShardScalingStatus reports an autoscaled shard's size (spec.shards[].autoscaling).
+type ShardScalingStatus struct {
+	// routingShard is the name of the shard's RoutingShard, the autoscaler's scale target.
+	// +required
+	RoutingShard string `json:"routingShard"`
+	// desiredReplicas is what the scaler asks for (the RoutingShard's spec.replicas); absent until
+	// the RoutingShard exists.
+	// +optional
+	DesiredReplicas *int32 `json:"desiredReplicas,omitempty"`
+	// scaledBy names what set desiredReplicas last, as the API server recorded it (the field
+	// manager of the RoutingShard's spec.replicas, e.g. "kube-controller-manager" for a
+	// HorizontalPodAutoscaler), or "schemagate" while it is still the starting size.
+	// +optional
+	ScaledBy string `json:"scaledBy,omitempty"`
+	// held says, when set, why the shard runs more than desiredReplicas: a scale-down waits until
+	// the shard's promotion has baked.
+	// +optional
+	Held string `json:"held,omitempty"`
+}
+
 // ShardStatus reports one shard.
 type ShardStatus struct {
 	// name is the shard's name.
@@ -1341,9 +1372,14 @@ type ShardStatus struct {
 	// revision is the revision serving the shard: the one with the most available replicas.
 	// +optional
 	Revision string `json:"revision,omitempty"`
-	// replicas is the shard's desired replicas.
+	// replicas is the shard's desired replicas: spec.shards[].replicas, or, for an autoscaled
+	// shard, what its scaler asks for (scaling), held at the size a promotion started with until
+	// the shard has baked.
 	// +required
 	Replicas int32 `json:"replicas"`
+	// scaling says who sets an autoscaled shard's size, and whether a promotion holds it.
+	// +optional
+	Scaling *ShardScalingStatus `json:"scaling,omitempty"`
 	// updatedReplicas are pods of status.updateRevision (ReplicaSet status.replicas).
 	// +required
 	Updated int32 `json:"updatedReplicas"`

@@ -491,3 +491,43 @@ func TestDocsShowTheClusters(t *testing.T) {
 		t.Fatalf("docs/kubectl-schemagate.md does not show the last 4 lines of testdata/clusters.golden:\n%s", tail)
 	}
 }
+
+// An autoscaled shard shows the size its scaler set and who set it, and why a promotion holds a
+// scale-down, in the tree and in -o json.
+func TestGetAutoscaledShard(t *testing.T) {
+	w := newWorld(t, "progressing", "2026-11-30T06:52:00Z")
+	ss := w.u.Object["status"].(map[string]any)["shards"].([]any)
+	us := ss[0].(map[string]any)
+	us["replicas"] = int64(7)
+	us["scaling"] = map[string]any{"routingShard": "rs-a-us-east", "desiredReplicas": int64(7), "scaledBy": "kube-controller-manager"}
+	if err := unstructuredSet(w, ss, "status", "shards"); err != nil {
+		t.Fatal(err)
+	}
+	res := runWith(w.clients(), w.now, "get", "rs-a", "-n", w.r.Namespace, "--no-color")
+	if want := "7 replicas: "; !strings.Contains(res.out, want) {
+		t.Errorf("output lacks %q:\n%s", want, res.out)
+	}
+	if want := "autoscaled (RoutingShard rs-a-us-east, set by kube-controller-manager)"; !strings.Contains(res.out, want) {
+		t.Errorf("output lacks %q:\n%s", want, res.out)
+	}
+	us["scaling"].(map[string]any)["desiredReplicas"] = int64(4)
+	us["scaling"].(map[string]any)["held"] = "the scaler asks for 4 pods; the shard keeps the 7 its promotion started with until it has baked"
+	if err := unstructuredSet(w, ss, "status", "shards"); err != nil {
+		t.Fatal(err)
+	}
+	res = runWith(w.clients(), w.now, "get", "rs-a", "-n", w.r.Namespace, "-o", "json")
+	var v View
+	if err := json.Unmarshal([]byte(res.out), &v); err != nil {
+		t.Fatalf("%v\n%s", err, res.out)
+	}
+	if sc := v.Shards[0].Scaling; v.Shards[0].Replicas != 7 || sc == nil || sc.Desired != 4 || sc.ScaledBy != "kube-controller-manager" || !strings.Contains(sc.Held, "until it has baked") {
+		t.Errorf("us-east: replicas %d, scaling %+v", v.Shards[0].Replicas, v.Shards[0].Scaling)
+	}
+	if v.Shards[1].Scaling != nil {
+		t.Errorf("eu-west is not autoscaled: %+v", v.Shards[1].Scaling)
+	}
+	res = runWith(w.clients(), w.now, "get", "rs-a", "-n", w.r.Namespace, "--no-color")
+	if want := "; 4 asked, held: the scaler asks for 4 pods"; !strings.Contains(res.out, want) {
+		t.Errorf("output lacks %q:\n%s", want, res.out)
+	}
+}

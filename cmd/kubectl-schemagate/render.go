@@ -334,6 +334,9 @@ func shardNode(s ShardView, p palette) *node {
 		step = "NotInSpec"
 	}
 	parts := []string{fmt.Sprintf("%d replicas: %d updated, %d ready, %d available", s.Replicas, s.Updated, s.Ready, s.Available)}
+	if s.Scaling != nil {
+		parts = append(parts, s.Scaling.text())
+	}
 	if s.Serving != "" {
 		parts = append(parts, "serving "+s.Serving)
 	}

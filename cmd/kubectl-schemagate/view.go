@@ -176,6 +176,33 @@ type ShardView struct {
 	Failure   *FailureView `json:"failure,omitempty"`
 	// Cluster is the cluster the shard runs in, when it is not the RoutingService's own.
 	Cluster *ClusterView `json:"cluster,omitempty"`
+	// Scaling says who sets an autoscaled shard's size (status.shards[].scaling).
+	Scaling *ScalingView `json:"scaling,omitempty"`
+}
+
+// ScalingView is an autoscaled shard's size and who sets it.
+type ScalingView struct {
+	// RoutingShard is the scale target's name.
+	RoutingShard string `json:"routingShard"`
+	// ScaledBy is the field manager that set the size last ("schemagate": the starting size).
+	ScaledBy string `json:"scaledBy,omitempty"`
+	// Desired is what the scaler asks for; -1 when not known yet.
+	Desired int32 `json:"desiredReplicas"`
+	// Held says why the shard runs more than Desired.
+	Held string `json:"held,omitempty"`
+}
+
+// text is what get shows after the shard's replicas.
+func (s *ScalingView) text() string {
+	by := s.ScaledBy
+	if by == "" {
+		by = "nobody yet"
+	}
+	out := fmt.Sprintf("autoscaled (RoutingShard %s, set by %s)", s.RoutingShard, by)
+	if s.Held != "" {
+		out += fmt.Sprintf("; %d asked, held: %s", s.Desired, s.Held)
+	}
+	return out
 }
 
 // TimerView is a shard's progress deadline or bake countdown.
@@ -402,6 +429,11 @@ func BuildView(r *routingv1alpha1.RoutingService, objs Objects, now time.Time) *
 			sv.Cluster = clusterView(r, &r.Spec.Shards[i], statusOf[name], now)
 		}
 		if ss := statusOf[name]; ss != nil {
+			if sc := ss.Scaling; sc != nil && sv.InSpec {
+				// An autoscaled shard's size is the scaler's, not the spec's.
+				sv.Replicas = ss.Replicas
+				sv.Scaling = &ScalingView{RoutingShard: sc.RoutingShard, ScaledBy: sc.ScaledBy, Desired: ptr.Deref(sc.DesiredReplicas, -1), Held: sc.Held}
+			}
 			sv.Step, sv.StepRev, sv.Serving = string(ss.Step), ss.StepRevision, ss.Revision
 			sv.Updated, sv.Ready, sv.Available = ss.Updated, ss.Ready, ss.Available
 			if ss.StepStartTime != nil {

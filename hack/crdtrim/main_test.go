@@ -112,6 +112,9 @@ func TestNoDefaultsInsidePodTemplates(t *testing.T) {
 		"dist/install.yaml",
 	} {
 		for name, schema := range crdVersions(t, file) {
+			if !strings.HasPrefix(name, "routingservices.") {
+				continue // the RoutingShard CRD embeds no template and is not trimmed
+			}
 			var paths []string
 			for _, tmpl := range PodTemplates(schema) {
 				paths = append(paths, tmpl.Path)

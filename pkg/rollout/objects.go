@@ -36,6 +36,9 @@ func NewReplicaSet(rsvc *routingv1alpha1.RoutingService, shard routingv1alpha1.S
 	labels := ReplicaSetLabels(rsvc.Name, shard.Name, revision)
 	annotations := rangeAnnotations(&rsvc.Spec.Schema)
 	annotations[annotationSchemaVersion] = rsvc.Spec.Schema.Version
+	if shard.Autoscaling != nil {
+		annotations[AnnotationPromotionReplicas] = strconv.Itoa(int(shard.Replicas))
+	}
 	tmpl := *rsvc.Spec.Template.DeepCopy()
 	tmpl.Labels = mergeLabels(tmpl.Labels, labels)
 	if rsvc.Spec.Strategy.PodReadyCheck() != nil && !hasPodCheckGate(&tmpl.Spec) {

@@ -7,6 +7,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	appsv1 "k8s.io/api/apps/v1"
+	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
@@ -59,6 +60,10 @@ type Observed struct {
 	EarlierPlaces []EarlierPlace
 	// Probe are the images the manager runs migration probes with (probe.go); nil: none runs.
 	Probe *ProbeImages
+	// ShardScales are, by shard name, the RoutingShards of the autoscaled shards that this
+	// RoutingService controls (scaling.go). An autoscaled shard with no entry has the size
+	// spec.shards[].replicas says.
+	ShardScales map[string]ShardScale
 }
 
 // EarlierPlace is one place a shard ran in before, as this reconcile found it.
@@ -234,6 +239,13 @@ type Plan struct {
 	// Places are the clusters the spec's shards run in (places.go): recorded, and their anchors
 	// made to exist, before anything else is written.
 	Places []Place
+	// RoutingShards are the scale targets of the autoscaled shards (DesiredRoutingShards): the
+	// reconciler creates the missing ones and writes their status when it differs; it never
+	// writes the spec.replicas of one that exists.
+	RoutingShards []*routingv1alpha1.RoutingShard
+	// Autoscalers are the HorizontalPodAutoscalers schemagate owns, one per shard with
+	// autoscaling.scaler HorizontalPodAutoscaler (DesiredAutoscalers).
+	Autoscalers []*autoscalingv2.HorizontalPodAutoscaler
 }
 
 func replicasOf(rs *appsv1.ReplicaSet) int32 {

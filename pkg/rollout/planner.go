@@ -83,7 +83,11 @@ func Compute(o Observed) Plan {
 	// gets them once it answers).
 	p.dropFrozenActions()
 	p.plan.Actions = append(p.plan.Actions, p.podActions...)
-	p.plan.DisruptionBudgets = DesiredDisruptionBudgets(p.rsvc)
+	// Budgets are resolved against spec.shards[].replicas as written, so an autoscaler's
+	// changes never rewrite them.
+	p.plan.DisruptionBudgets = DesiredDisruptionBudgets(p.observed.RoutingService)
+	p.plan.RoutingShards = DesiredRoutingShards(p.observed.RoutingService, p.status, p.observed.ReplicaSets)
+	p.plan.Autoscalers = DesiredAutoscalers(p.observed.RoutingService)
 	p.plan.Status = *p.status
 	return p.plan
 }
@@ -103,10 +107,14 @@ type planner struct {
 // builders it calls (view.go, history.go, clusters.go, controls.go), and read-only after it
 // returns (TestViewIsReadOnly).
 type observedView struct {
+	// rsvc is the observed RoutingService, with each autoscaled shard's replicas replaced by the
+	// size shardSizes decided (scaling.go); observed.RoutingService is the object as read.
 	rsvc     *routingv1alpha1.RoutingService
 	observed Observed
-	now      time.Time
-	update   string
+	// scaling is what status.shards[].scaling says of each autoscaled shard (scaling.go).
+	scaling map[string]*routingv1alpha1.ShardScalingStatus
+	now     time.Time
+	update  string
 	// shards groups the ReplicaSets this RoutingService controls (or adopts now) by shard name,
 	// oldest first.
 	shards map[string]*shardSet
@@ -222,14 +230,17 @@ type shardSet struct {
 }
 
 func newPlanner(o Observed) *planner {
-	rsvc := o.RoutingService
+	update := Revision(&o.RoutingService.Spec)
+	// From here on, an autoscaled shard's replicas are the size its scaler asks for (scaling.go).
+	rsvc, scaling := shardSizes(o, update)
 	p := &planner{
 		observedView: observedView{
 			rsvc:     rsvc,
 			observed: o,
 			now:      plannerClock(&rsvc.Status, o.Now),
-			update:   Revision(&rsvc.Spec),
+			update:   update,
 			shards:   map[string]*shardSet{},
+			scaling:  scaling,
 			trust: trust{
 				mismatch:        map[string]string{},
 				mismatchReason:  map[string]string{},

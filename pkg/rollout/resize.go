@@ -39,7 +39,7 @@ func (p *planner) resize() {
 			if rs := p.lastServed(shard.Name, nil); rs != nil && shard.Replicas > 0 && p.mayRun(rs) {
 				p.act(Action{Kind: ScaleReplicaSet, ReplicaSet: rs, Replicas: shard.Replicas,
 					Note: fmt.Sprintf("shard %s asks for %d replicas: revision %s served it last", shard.Name, shard.Replicas, rs.Labels[LabelRevision])})
-				p.event(false, EventShardResized, "shard %s: replicas %d → %d, applied to revision %s, which served it last", shard.Name, max(0, p.storedReplicas(shard.Name)), shard.Replicas, rs.Labels[LabelRevision])
+				p.event(false, EventShardResized, "shard %s: replicas %d → %d%s, applied to revision %s, which served it last", shard.Name, max(0, p.storedReplicas(shard.Name)), shard.Replicas, p.scaledBy(shard.Name), rs.Labels[LabelRevision])
 			}
 			continue
 		}
@@ -54,7 +54,7 @@ func (p *planner) resize() {
 				Note: fmt.Sprintf("shard %s asks for %d replicas: revision %s", shard.Name, shard.Replicas, rs.Labels[LabelRevision])})
 		}
 		if changed && p.storedReplicas(shard.Name) != shard.Replicas {
-			p.event(false, EventShardResized, "shard %s: replicas %d → %d, applied to the revisions serving it", shard.Name, p.storedReplicas(shard.Name), shard.Replicas)
+			p.event(false, EventShardResized, "shard %s: replicas %d → %d%s, applied to the revisions serving it", shard.Name, p.storedReplicas(shard.Name), shard.Replicas, p.scaledBy(shard.Name))
 		}
 	}
 }
@@ -155,4 +155,14 @@ func resizeGrowing(b Budget, live []Counts, grows []bool) []int32 {
 		out[serving] -= d
 	}
 	return out
+}
+
+// scaledBy is ", set by <manager> through RoutingShard <name>" for an autoscaled shard whose size
+// its scaler set, "" otherwise: the ShardResized Event names who changed the number.
+func (p *planner) scaledBy(shard string) string {
+	st := p.scaling[shard]
+	if st == nil || st.ScaledBy == "" || st.ScaledBy == ScaledBySchemagate {
+		return ""
+	}
+	return fmt.Sprintf(", set by %s through RoutingShard %s", st.ScaledBy, st.RoutingShard)
 }

@@ -93,6 +93,8 @@ type world struct {
 	earlier []EarlierPlace
 	// probe is handed to the planner as Observed.Probe (probe_test.go plays the probe Jobs).
 	probe *ProbeImages
+	// scales are handed to the planner as Observed.ShardScales (autoscaled shards' RoutingShards).
+	scales map[string]ShardScale
 }
 
 func newWorld(t *testing.T) *world {
@@ -101,7 +103,7 @@ func newWorld(t *testing.T) *world {
 }
 
 func (w *world) observed() Observed {
-	o := Observed{RoutingService: w.rsvc.DeepCopy(), Now: w.now, Conflicts: w.conflicts, Refusals: w.refusals, Clusters: w.clusters, EarlierPlaces: w.earlier, Probe: w.probe}
+	o := Observed{RoutingService: w.rsvc.DeepCopy(), Now: w.now, Conflicts: w.conflicts, Refusals: w.refusals, Clusters: w.clusters, EarlierPlaces: w.earlier, Probe: w.probe, ShardScales: w.scales}
 	for _, rs := range w.rss {
 		if v, ok := w.clusters[rs.Labels[LabelShard]]; ok && v.State != routingv1alpha1.ClusterReachable {
 			// As the reconciler: a cluster that does not answer has no fresh list, and none is

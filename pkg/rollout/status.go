@@ -24,6 +24,7 @@ func (p *planner) summarize() {
 	for _, shard := range p.rsvc.Spec.Shards {
 		ss := *p.shardStatus(shard.Name)
 		ss.Replicas = shard.Replicas
+		ss.Scaling = p.scaling[shard.Name]
 		_, frozen := p.frozen[shard.Name]
 		if !frozen {
 			// A frozen shard's counts and revision stay as last seen: its cluster gave no fresh
@@ -48,7 +49,7 @@ func (p *planner) summarize() {
 		if ss.Step == routingv1alpha1.ShardStepPromoted && ss.StepRevision == p.update {
 			promoted++
 		}
-		if min := p.budget(shard).MinAvailable(); ss.Available < min {
+		if min := p.availabilityFloor(shard); ss.Available < min {
 			short = append(short, fmt.Sprintf("%s (%d/%d available, at least %d needed)", shard.Name, ss.Available, shard.Replicas, min))
 		}
 		shards = append(shards, ss)

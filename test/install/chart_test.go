@@ -151,8 +151,8 @@ func TestChartDefaults(t *testing.T) {
 	if m := missing(boundRules(t, objs, d), perNamespaceRules(t)); len(m) != len(perNamespaceRules(t)) {
 		t.Errorf("by default the manager's ServiceAccount is granted %v of %v", len(perNamespaceRules(t))-len(m), perNamespaceRules(t))
 	}
-	if len(r.CRDs) != 1 {
-		t.Errorf("want 1 CRD in crds/, got %d", len(r.CRDs))
+	if len(r.CRDs) != 2 {
+		t.Errorf("want 2 CRDs in crds/ (RoutingService, RoutingShard), got %d", len(r.CRDs))
 	}
 }
 

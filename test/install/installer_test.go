@@ -73,8 +73,12 @@ func TestInstallerContents(t *testing.T) {
 	if ns.Labels["pod-security.kubernetes.io/enforce"] != "restricted" {
 		t.Errorf("namespace labels %v: want pod-security.kubernetes.io/enforce=restricted", ns.Labels)
 	}
-	if crds := only(objs, "CustomResourceDefinition", ""); len(crds) != 1 || crds[0].Name != "routingservices.routing.schemagate.io" {
-		t.Errorf("CRDs: %+v", crds)
+	if crds := only(objs, "CustomResourceDefinition", ""); len(crds) != 2 || crds[0].Name != "routingservices.routing.schemagate.io" || crds[1].Name != "routingshards.routing.schemagate.io" {
+		var names []string
+		for _, c := range crds {
+			names = append(names, c.Name)
+		}
+		t.Errorf("CRDs %v, want routingservices and routingshards", names)
 	}
 	for _, o := range objs {
 		if o.Kind != "Namespace" && o.Kind != "CustomResourceDefinition" && o.Kind != "ClusterRole" && o.Kind != "ClusterRoleBinding" && o.Namespace != "schemagate-system" {

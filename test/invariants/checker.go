@@ -727,7 +727,7 @@ func (k *Checker) judgeI2(rsvc *routingv1alpha1.RoutingService, shard, key, what
 		rss = append(rss, rs)
 	}
 	available, detail := shardAvailable(rss, rsvc.Name, shard, counts)
-	floor := rollout.ResolveBudget(spec.Replicas, rsvc.Spec.Strategy.MaxSurge, rsvc.Spec.Strategy.MaxUnavailable).MinAvailable()
+	floor := rollout.ResolveBudget(i2Replicas(spec), rsvc.Spec.Strategy.MaxSurge, rsvc.Spec.Strategy.MaxUnavailable).MinAvailable()
 	if available >= floor {
 		k.served[key] = true
 		return
@@ -751,4 +751,22 @@ func (k *Checker) checkI4(rsvc *routingv1alpha1.RoutingService) {
 			k.violations = append(k.violations, fmt.Sprintf("I4: %s/%s condition %s has observedGeneration %d, status has %d", rsvc.Namespace, rsvc.Name, c.Type, c.ObservedGeneration, st.ObservedGeneration))
 		}
 	}
+}
+
+// i2Replicas is the size I2 holds a shard to: spec.shards[].replicas, or, for an autoscaled shard,
+// the smallest size its autoscaler may ask for (autoscaling.minReplicas, 1 by default; 0 for an
+// External scaler, which may scale to zero), since a scale-down it asks for is a replica change,
+// not a disruption schemagate causes.
+func i2Replicas(spec *routingv1alpha1.ShardSpec) int32 {
+	a := spec.Autoscaling
+	if a == nil {
+		return spec.Replicas
+	}
+	if a.Scaler == routingv1alpha1.ShardScalerExternal {
+		return 0
+	}
+	if a.MinReplicas == nil {
+		return min(spec.Replicas, 1)
+	}
+	return min(spec.Replicas, *a.MinReplicas)
 }

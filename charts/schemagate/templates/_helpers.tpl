@@ -43,7 +43,9 @@ the cache while schema evidence waits and the cache lacks the manager's own last
 clusters. Secrets get and pods delete are in schemagate.perNamespaceRules: granted in each
 watched namespace, and cluster-wide only where rbac.clusterWide says so. routingservices/finalizers update: the owner
 references the manager sets block their owner's deletion, which the
-OwnerReferencesPermissionEnforcement admission plugin allows only with this verb.
+OwnerReferencesPermissionEnforcement admission plugin allows only with this verb. routingshards and
+horizontalpodautoscalers: the scale targets of autoscaled shards and the autoscalers schemagate
+owns (controllers/scaling.go); routingshards are never patched, since an autoscaler owns their size.
 */}}
 {{- define "schemagate.namespacedRules" -}}
 - apiGroups: ["routing.schemagate.io"]
@@ -55,6 +57,15 @@ OwnerReferencesPermissionEnforcement admission plugin allows only with this verb
 - apiGroups: ["routing.schemagate.io"]
   resources: ["routingservices/finalizers"]
   verbs: ["update"]
+- apiGroups: ["routing.schemagate.io"]
+  resources: ["routingshards"]
+  verbs: ["get", "list", "watch", "create", "delete"]
+- apiGroups: ["routing.schemagate.io"]
+  resources: ["routingshards/status"]
+  verbs: ["update"]
+- apiGroups: ["autoscaling"]
+  resources: ["horizontalpodautoscalers"]
+  verbs: ["get", "list", "watch", "create", "patch", "delete"]
 - apiGroups: ["apps"]
   resources: ["replicasets"]
   verbs: ["get", "list", "watch", "create", "patch", "delete"]

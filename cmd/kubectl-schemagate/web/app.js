@@ -237,7 +237,9 @@
         el('td', null, el('b', null, s.name), cluster),
         el('td', null, badge(s.step || 'Unknown'), s.failure ? ' ' + s.failure.reason : ''),
         el('td', null, s.stepRevision || ''), el('td', null, s.servingRevision || ''),
-        el('td', null, s.readyReplicas + '/' + s.replicas + ' ready'),
+        el('td', null, s.readyReplicas + '/' + s.replicas + ' ready', s.scaling ? el('div', {class: 'scaling', 'data-scaled-by': s.scaling.scaledBy || ''},
+          'autoscaled by ' + (s.scaling.scaledBy || 'nobody yet') + ' (RoutingShard ' + s.scaling.routingShard + ')',
+          s.scaling.held ? ' — ' + s.scaling.desiredReplicas + ' asked, held: ' + s.scaling.held : '') : ''),
         el('td', {class: 'timer'}, timer),
         el('td', null, rss, (s.pods || []).length ? el('div', null, 'other pods ', pods(s.pods)) : ''));
     });
