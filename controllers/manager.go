@@ -112,7 +112,9 @@ func (c ManagerConfig) Options() ctrl.Options {
 			// their deep copies among the largest allocators).
 			DefaultTransform: cache.TransformStripManagedFields(),
 			ByObject: map[client.Object]cache.ByObject{
-				&appsv1.ReplicaSet{}: {Label: ours},
+				// With the managedFields entries that own spec.replicas: a write through /scale
+				// by someone else is named in an Event (pkg/rollout/resize.go).
+				&appsv1.ReplicaSet{}: {Label: ours, Transform: keepReplicasWriter},
 				&batchv1.Job{}:       {Label: ours},
 				&corev1.Pod{}:        {Label: ours},
 				// The revision records (pkg/rollout/history.go).

@@ -5,7 +5,6 @@ package controllers
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
@@ -68,53 +67,28 @@ func autoscaled(rsvc *routingv1alpha1.RoutingService) bool {
 	return false
 }
 
-// replicasWriter is the field manager of the newest managedFields entry that owns spec.replicas,
-// "" when none does. Entries are bounded by the API server; one that does not parse is skipped.
+// replicasWriter is the field manager of the newest managedFields entry that owns spec.replicas
+// (rollout.ReplicasWriter), "" when none does.
 func replicasWriter(entries []metav1.ManagedFieldsEntry) string {
-	name, newest := "", metav1.Time{}
-	for _, e := range entries {
-		if e.FieldsV1 == nil {
-			continue
-		}
-		raw := e.FieldsV1.GetRawBytes()
-		if len(raw) > 64<<10 {
-			continue
-		}
-		var fields struct {
-			Spec map[string]json.RawMessage `json:"f:spec"`
-		}
-		if json.Unmarshal(raw, &fields) != nil {
-			continue
-		}
-		if _, ok := fields.Spec["f:replicas"]; !ok {
-			continue
-		}
-		if t := e.Time; name == "" || (t != nil && newest.Before(t)) {
-			name = e.Manager
-			if t != nil {
-				newest = *t
-			}
-		}
-	}
-	return name
+	return rollout.ReplicasWriter(entries).Manager
 }
 
-// keepReplicasWriter is the cache transform of RoutingShards: it keeps only the managedFields
-// entries that own spec.replicas (replicasWriter reads them), so the cache holds no more than it
-// needs.
+// keepReplicasWriter is the cache transform of RoutingShards and ReplicaSets: it keeps only the
+// managedFields entries that own spec.replicas (replicasWriter and the planner's foreign-writer
+// check read them), so the cache holds no more than it needs.
 func keepReplicasWriter(obj any) (any, error) {
-	rshard, ok := obj.(*routingv1alpha1.RoutingShard)
+	o, ok := obj.(metav1.Object)
 	if !ok {
 		return obj, nil
 	}
 	var keep []metav1.ManagedFieldsEntry
-	for _, e := range rshard.ManagedFields {
+	for _, e := range o.GetManagedFields() {
 		if replicasWriter([]metav1.ManagedFieldsEntry{e}) != "" {
 			keep = append(keep, e)
 		}
 	}
-	rshard.ManagedFields = keep
-	return rshard, nil
+	o.SetManagedFields(keep)
+	return obj, nil
 }
 
 // syncScaling makes the RoutingService's RoutingShards and HorizontalPodAutoscalers the plan's.

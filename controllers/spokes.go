@@ -302,7 +302,8 @@ func (s *Spokes) connect(parent context.Context, key, ns, secret, fingerprint st
 	cacheCfg := rest.CopyConfig(cfg)
 	cacheCfg.Timeout = 0
 	ca, err := cache.New(cacheCfg, cache.Options{Scheme: s.Scheme, DefaultNamespaces: map[string]cache.Config{ns: {}},
-		DefaultLabelSelector: managed, ReaderFailOnMissingInformer: true, DefaultTransform: cache.TransformStripManagedFields()})
+		DefaultLabelSelector: managed, ReaderFailOnMissingInformer: true, DefaultTransform: cache.TransformStripManagedFields(),
+		ByObject: map[client.Object]cache.ByObject{&appsv1.ReplicaSet{}: {Transform: keepReplicasWriter}}})
 	if err != nil {
 		return nil, err
 	}

@@ -33,6 +33,7 @@ const (
 	EventMigrationSuperseded = "MigrationSuperseded"                          // an older version's migration past its deadline is stopped for a newer one
 	EventReplicaSetAdopted   = "ReplicaSetAdopted"                            // an orphaned ReplicaSet with matching labels was adopted
 	EventShardResized        = "ShardResized"                                 // a shard's replicas changed and its serving revision was scaled at once
+	EventReplicasOverwritten = "ReplicasOverwritten"                          // someone else scaled a shard's ReplicaSet through /scale; schemagate sets it back and names them
 	EventNameConflict        = routingv1alpha1.ReasonNameConflict             // a name schemagate needs is held by an object it does not control
 	EventTemplateMismatch    = routingv1alpha1.ReasonTemplateMismatch         // a ReplicaSet named for the revision runs another template
 	EventRolloutRetried      = "RolloutRetried"                               // a failed revision is tried again

@@ -481,7 +481,13 @@ func (p *planner) requeueAt(t time.Time) {
 	}
 }
 
-func (p *planner) act(a Action) { p.plan.Actions = append(p.plan.Actions, a) }
+func (p *planner) act(a Action) {
+	if a.Kind == ScaleReplicaSet && a.ReplicaSet != nil && a.Replicas != replicasOf(a.ReplicaSet) {
+		// Whatever part of the planner sets a ReplicaSet back, a writer it overrules is named.
+		p.reportForeignScale(a.ReplicaSet.Labels[LabelShard], a.ReplicaSet, a.Replicas)
+	}
+	p.plan.Actions = append(p.plan.Actions, a)
+}
 
 // shardStatus returns the status entry of shard name, creating it (Pending) when missing.
 func (p *planner) shardStatus(name string) *routingv1alpha1.ShardStatus {

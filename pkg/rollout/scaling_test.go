@@ -128,3 +128,41 @@ func FuzzShardSizes(f *testing.F) {
 		}
 	})
 }
+
+// A shard's ReplicaSet scaled by someone else through /scale is set back, and the Event names the
+// writer; one scaled by schemagate itself (no /scale entry) is not reported.
+func TestForeignScaleIsNamed(t *testing.T) {
+	w := newWorld(t)
+	w.run(60, func() bool { return w.isTrue(routingv1alpha1.ConditionReady) })
+	var target *appsv1.ReplicaSet
+	for _, rs := range w.rss {
+		if rs.Labels[LabelShard] == "eu-west" {
+			target = rs
+		}
+	}
+	target.Spec.Replicas = ptr.To(int32(6))
+	target.ManagedFields = []metav1.ManagedFieldsEntry{
+		{Manager: "manager", Operation: metav1.ManagedFieldsOperationUpdate, FieldsV1: metav1.NewFieldsV1(`{"f:metadata":{"f:labels":{}}}`)},
+		{Manager: "test-hpa", Operation: metav1.ManagedFieldsOperationUpdate, Subresource: "scale", FieldsV1: metav1.NewFieldsV1(`{"f:spec":{"f:replicas":{}}}`)},
+	}
+	plan := w.reconcile()
+	named := false
+	for _, e := range plan.Events {
+		if e.Reason == EventReplicasOverwritten && e.Warning && strings.Contains(e.Message, "by test-hpa") && strings.Contains(e.Message, target.Name) {
+			named = true
+		}
+	}
+	if !named {
+		t.Errorf("no %s Event naming test-hpa: %+v", EventReplicasOverwritten, plan.Events)
+	}
+	if *target.Spec.Replicas != 3 {
+		t.Errorf("eu-west's ReplicaSet at %d, want set back to 3", *target.Spec.Replicas)
+	}
+	target.Spec.Replicas = ptr.To(int32(5))
+	target.ManagedFields = nil
+	for _, e := range w.reconcile().Events {
+		if e.Reason == EventReplicasOverwritten {
+			t.Errorf("reported without a /scale writer: %s", e.Message)
+		}
+	}
+}

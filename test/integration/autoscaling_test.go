@@ -8,8 +8,11 @@ import (
 	"testing"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	autoscalingv1 "k8s.io/api/autoscaling/v1"
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
+	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/utils/ptr"
@@ -239,5 +242,44 @@ func TestAutoscaledShardFollowsItsScaleTarget(t *testing.T) {
 			return fmt.Errorf("status still reports scaling: %+v", st.Scaling)
 		}
 		return nil
+	})
+}
+
+// An autoscaler pointed at a shard's ReplicaSet instead of its RoutingShard (here: a /scale write
+// under the field manager "test-hpa") does not win and does not fight unseen: schemagate sets the
+// shard back to its size and a Warning Event names the other writer.
+func TestForeignScaleOfAReplicaSetIsNamed(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	ns := steadyV1(t)
+	var target *appsv1.ReplicaSet
+	for _, rs := range kit.ReplicaSets(t, ns) {
+		if rs.Labels[rollout.LabelShard] == "eu-west" && ptr.Deref(rs.Spec.Replicas, 0) == 3 {
+			target = &rs
+		}
+	}
+	if target == nil {
+		t.Fatalf("no serving ReplicaSet in eu-west: %s", kit.Serving(t, ns))
+	}
+	scale := &autoscalingv1.Scale{Spec: autoscalingv1.ScaleSpec{Replicas: 6}}
+	if err := k8s.SubResource("scale").Update(ctx, target, client.WithSubResourceBody(scale), client.FieldOwner("test-hpa")); err != nil {
+		t.Fatal(err)
+	}
+	story.Eventually(t, 15*time.Second, "eu-west set back to 3, the writer named", func() error {
+		var list eventsv1.EventList
+		if err := k8s.List(ctx, &list, client.InNamespace(ns)); err != nil {
+			return err
+		}
+		named := false
+		for _, e := range list.Items {
+			if e.Reason == rollout.EventReplicasOverwritten && e.Type == corev1.EventTypeWarning &&
+				strings.Contains(e.Note, "by test-hpa") && strings.Contains(e.Note, target.Name) {
+				named = true
+			}
+		}
+		if !named {
+			return fmt.Errorf("no %s Event naming test-hpa: %v", rollout.EventReplicasOverwritten, kit.EventsFor(t, ns))
+		}
+		return kit.ServingIs(t, ns, story.AllV1)()
 	})
 }
