@@ -269,6 +269,7 @@ func recordMetrics(rsvc *routingv1alpha1.RoutingService, plan rollout.Plan, take
 	recordSchemaPhase(rsvc.Namespace, rsvc.Name, &plan.Status.Schema)
 	recordClusterMetrics(rsvc, plan.Status.Shards)
 	recordAlertMetrics(rsvc, plan)
+	recordScalingMetrics(rsvc, plan)
 }
 
 // forgetMetrics removes a deleted RoutingService's series.
@@ -284,4 +285,7 @@ func forgetMetrics(namespace, name string) {
 	schemaPhaseClock.set(namespace, name, "", nil)
 	forgetClusterMetrics(namespace, name)
 	forgetAlertMetrics(namespace, name)
+	for _, g := range []*objectGauges{shardReplicas, shardScaledBy, shardMaxReplicas} {
+		g.set(namespace, name, nil)
+	}
 }

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	routingv1alpha1 "github.com/schemagate/schemagate/api/v1alpha1"
@@ -45,6 +46,7 @@ func servedMetrics(t *testing.T) map[string]map[string]bool {
 	t.Helper()
 	rsvc := alertRS()
 	rsvc.Namespace = "chart"
+	rsvc.Spec.Shards[0].Autoscaling = &routingv1alpha1.ShardAutoscaling{MaxReplicas: ptr.To(int32(10))}
 	t.Cleanup(func() { forgetMetrics("chart", rsvc.Name) })
 	since := metav1.NewTime(time.Now().Add(-time.Minute))
 	var plan rollout.Plan
@@ -154,8 +156,8 @@ func TestChartQueriesOnlyServedMetrics(t *testing.T) {
 	}
 	ruleNames := map[string]bool{}
 	blocks := strings.Split(string(b), "- alert: ")[1:]
-	if len(blocks) != 6 {
-		t.Fatalf("%d alerts in %s, want 6", len(blocks), chartRule)
+	if len(blocks) != 7 {
+		t.Fatalf("%d alerts in %s, want 7", len(blocks), chartRule)
 	}
 	for _, block := range blocks {
 		alert, _, _ := strings.Cut(block, "\n")
@@ -164,7 +166,7 @@ func TestChartQueriesOnlyServedMetrics(t *testing.T) {
 			ruleNames[n] = true
 		}
 	}
-	for _, n := range []string{"schemagate_stalled", "schemagate_schema_dirty", "schemagate_migration_running_seconds", "schemagate_migration_deadline_seconds", "schemagate_shard_rollbacks_total"} {
+	for _, n := range []string{"schemagate_stalled", "schemagate_schema_dirty", "schemagate_migration_running_seconds", "schemagate_migration_deadline_seconds", "schemagate_shard_rollbacks_total", "schemagate_shard_replicas", "schemagate_shard_autoscaler_max_replicas"} {
 		if !ruleNames[n] {
 			t.Errorf("no alert reads %s", n)
 		}
