@@ -8,7 +8,7 @@ import (
 	"github.com/schemagate/schemagate/hack/render-installer/installer"
 )
 
-// installers renders config/default with the image ref and splits it in two: the CRD alone
+// installers renders config/default with the image ref and splits it in two: the CRDs alone
 // (crds.yaml) and everything else (install.yaml), so that deleting what install.yaml created
 // never deletes the CRD and with it every RoutingService.
 func installers(moduleDir, ref string) (crds, rest []byte, err error) {
@@ -27,8 +27,8 @@ func installers(moduleDir, ref string) (crds, rest []byte, err error) {
 	if len(c) == 0 {
 		return nil, nil, fmt.Errorf("config/default rendered no CustomResourceDefinition")
 	}
-	crdHeader := "# schemagate's CRD (routingservices.routing.schemagate.io), apart from the manager: apply it first.\n" +
-		"# Deleting it deletes every RoutingService and, through them, their ReplicaSets and pods.\n"
+	crdHeader := "# schemagate's CRDs (routingservices and routingshards.routing.schemagate.io), apart from the manager: apply them first.\n" +
+		"# Deleting them deletes every RoutingService and, through them, their ReplicaSets and pods.\n"
 	restHeader := "# schemagate manager: namespace, RBAC, the Deployment (image " + ref + ")\n" +
 		"# and its metrics Service; the CRD is in crds.yaml. kubectl apply --server-side -f crds.yaml -f install.yaml\n"
 	return []byte(crdHeader + strings.Join(c, "\n---\n") + "\n"), []byte(restHeader + strings.Join(r, "\n---\n") + "\n"), nil

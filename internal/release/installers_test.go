@@ -26,8 +26,8 @@ func TestInstallersKeepTheCRDApart(t *testing.T) {
 		}
 		return out
 	}
-	if k := kinds(crds); len(k) != 1 || k["CustomResourceDefinition"] != 1 {
-		t.Errorf("crds.yaml holds %v, want the CRD alone", k)
+	if k := kinds(crds); len(k) != 1 || k["CustomResourceDefinition"] != 2 {
+		t.Errorf("crds.yaml holds %v, want the two CRDs alone", k)
 	}
 	k := kinds(rest)
 	if k["CustomResourceDefinition"] != 0 || k["Deployment"] != 1 || k["Namespace"] != 1 {
