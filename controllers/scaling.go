@@ -142,7 +142,9 @@ type scalingSync struct {
 // done sorts the outcome of a write: nil, a refusal (recorded), or an error to return.
 func (s *scalingSync) done(verb, kind, name string, err error) error {
 	switch {
-	case err == nil || apierrors.IsNotFound(err):
+	case err == nil || apierrors.IsNotFound(err) || apierrors.IsConflict(err):
+		// Gone, or changed since the cache saw it: the watch brings it back for the next
+		// reconcile, which writes it from a fresh copy.
 		return nil
 	case isRefusal(err):
 		s.refusals = append(s.refusals, rollout.Refusal{Verb: verb, Kind: kind, Name: name, Message: apiMessage(err)})
