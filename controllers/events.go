@@ -3,8 +3,11 @@ package controllers
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"fmt"
 	"strings"
 	"unicode/utf8"
+
+	routingv1alpha1 "github.com/schemagate/schemagate/api/v1alpha1"
 )
 
 // maxEventNote is the API server's limit on an Event's note (events.k8s.io/v1), in bytes: a
@@ -45,4 +48,16 @@ func eventNote(s string) string {
 func eventAction(reason, note string) string {
 	sum := sha256.Sum256([]byte(reason + "\x00" + note))
 	return "Reconcile-" + hex.EncodeToString(sum[:5])
+}
+
+// recordFact records an Event of the reconciler's own (not the planner's) with an action per note
+// (eventAction), so that two facts of one reason in one reconcile (two budgets held by others,
+// two shards' ReplicaSets deleted) are two Events, not one series that shows only the first. A nil
+// recorder records nothing.
+func (r *RoutingServiceReconciler) recordFact(rsvc *routingv1alpha1.RoutingService, eventType, reason, format string, args ...any) {
+	if r.Recorder == nil {
+		return
+	}
+	note := eventNote(fmt.Sprintf(format, args...))
+	r.Recorder.Eventf(rsvc, nil, eventType, reason, eventAction(reason, note), "%s", note)
 }

@@ -59,7 +59,7 @@ func (r *RoutingServiceReconciler) retireMovedShards(ctx context.Context, rsvc *
 		}
 		log.Info("deleted the hub's ReplicaSet of a shard that runs in another cluster", "shard", shard, "replicaSet", rs.Name)
 		if r.Recorder != nil && err == nil {
-			r.Recorder.Eventf(rsvc, nil, corev1.EventTypeNormal, EventShardMovedOut, "Delete",
+			r.recordFact(rsvc, corev1.EventTypeNormal, EventShardMovedOut,
 				"shard %s runs in cluster %s and is Ready there: deleted its ReplicaSet %s in this cluster", shard, clusterOf(rsvc, shard), rs.Name)
 		}
 	}

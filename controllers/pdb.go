@@ -213,7 +213,7 @@ func (r *RoutingServiceReconciler) adoptBudget(ctx context.Context, rsvc *routin
 		return &rollout.Refusal{Verb: "patch", Kind: "PodDisruptionBudget", Name: have.Name, Message: apiMessage(err)}, nil
 	}
 	if err == nil && r.Recorder != nil {
-		r.Recorder.Eventf(rsvc, nil, corev1.EventTypeNormal, EventDisruptionBudgetAdopted, "SyncDisruptionBudget",
+		r.recordFact(rsvc, corev1.EventTypeNormal, EventDisruptionBudgetAdopted,
 			"adopted orphaned PodDisruptionBudget %s (shard %s)", have.Name, have.Labels[rollout.LabelShard])
 	}
 	return nil, wrapBudgetErr("adopting", have.Name, err)
@@ -257,7 +257,7 @@ func (r *RoutingServiceReconciler) shardRuns(ctx context.Context, rsvc *routingv
 func (r *RoutingServiceReconciler) reportBudgetConflicts(rsvc *routingv1alpha1.RoutingService, foreign map[string]string) {
 	for _, name := range r.budgetConflicts.fresh(types.NamespacedName{Namespace: rsvc.Namespace, Name: rsvc.Name}, foreign) {
 		if r.Recorder != nil {
-			r.Recorder.Eventf(rsvc, nil, corev1.EventTypeWarning, EventDisruptionBudgetConflict, "SyncDisruptionBudget",
+			r.recordFact(rsvc, corev1.EventTypeWarning, EventDisruptionBudgetConflict,
 				"PodDisruptionBudget %s/%s: %s; schemagate leaves it alone and keeps no budget of its own for that shard",
 				rsvc.Namespace, name, foreign[name])
 		}

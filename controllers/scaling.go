@@ -111,10 +111,8 @@ func (r *RoutingServiceReconciler) syncScaling(ctx context.Context, rsvc *routin
 		return nil, err
 	}
 	for _, key := range r.scaleConflicts.fresh(client.ObjectKeyFromObject(rsvc), s.foreign) {
-		if r.Recorder != nil {
-			r.Recorder.Eventf(rsvc, nil, corev1.EventTypeWarning, EventRoutingShardConflict, "SyncScaling",
-				"%s in namespace %s: %s; schemagate leaves it alone, and the shard keeps spec.shards[].replicas", key, rsvc.Namespace, s.foreign[key])
-		}
+		r.recordFact(rsvc, corev1.EventTypeWarning, EventRoutingShardConflict,
+			"%s in namespace %s: %s; schemagate leaves it alone, and the shard keeps spec.shards[].replicas", key, rsvc.Namespace, s.foreign[key])
 	}
 	return s.refusals, nil
 }

@@ -287,7 +287,7 @@ const EventRetirementPending = "RetirementPending"
 func (r *RoutingServiceReconciler) reportRetirementsWaiting(rsvc *routingv1alpha1.RoutingService, waiting, why map[string]string) {
 	for _, id := range r.retirementsWaiting.fresh(types.NamespacedName{Namespace: rsvc.Namespace, Name: rsvc.Name}, waiting) {
 		if r.Recorder != nil {
-			r.Recorder.Eventf(rsvc, nil, corev1.EventTypeWarning, EventRetirementPending, "Retire", "%s", why[id])
+			r.recordFact(rsvc, corev1.EventTypeWarning, EventRetirementPending, "%s", why[id])
 		}
 	}
 }

@@ -144,6 +144,20 @@ func TestAutoscaledShardFollowsItsScaleTarget(t *testing.T) {
 		return nil
 	})
 
+	// A change of spec.shards[].autoscaling reaches the autoscaler.
+	kit.Update(t, ns, func(r *routingv1alpha1.RoutingService) { r.Spec.Shards[0].Autoscaling.MaxReplicas = ptr.To(int32(12)) })
+	story.Eventually(t, 10*time.Second, "the autoscaler's maxReplicas follows the spec", func() error {
+		h := &autoscalingv2.HorizontalPodAutoscaler{}
+		if err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: "rs-a-us-east"}, h); err != nil {
+			return err
+		}
+		if h.Spec.MaxReplicas != 12 {
+			return fmt.Errorf("maxReplicas %d", h.Spec.MaxReplicas)
+		}
+		return nil
+	})
+	kit.WaitReady(t, ns, 30*time.Second)
+
 	// A scale-up resizes us-east only, and reads as no rollout.
 	before := kit.Get(t, ns)
 	rsCount, jobCount := len(kit.ReplicaSets(t, ns)), len(kit.Jobs(t, ns))
@@ -282,4 +296,56 @@ func TestForeignScaleOfAReplicaSetIsNamed(t *testing.T) {
 		}
 		return kit.ServingIs(t, ns, story.AllV1)()
 	})
+}
+
+// A RoutingShard or autoscaler name an autoscaled shard needs, held by objects schemagate does not
+// control, is left alone: a Warning Event names each holder, and the shard keeps
+// spec.shards[].replicas while the rollout goes on.
+func TestScaleTargetNameHeldByAnother(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	ns := kit.NewNamespace(t)
+	theirs := &routingv1alpha1.RoutingShard{ObjectMeta: metav1.ObjectMeta{Name: "rs-a-us-east", Namespace: ns}, Spec: routingv1alpha1.RoutingShardSpec{Replicas: ptr.To(int32(9))}}
+	if err := k8s.Create(ctx, theirs); err != nil {
+		t.Fatal(err)
+	}
+	hpa := &autoscalingv2.HorizontalPodAutoscaler{ObjectMeta: metav1.ObjectMeta{Name: "rs-a-us-east", Namespace: ns},
+		Spec: autoscalingv2.HorizontalPodAutoscalerSpec{MaxReplicas: 4, ScaleTargetRef: autoscalingv2.CrossVersionObjectReference{APIVersion: "apps/v1", Kind: "Deployment", Name: "other"}}}
+	if err := k8s.Create(ctx, hpa); err != nil {
+		t.Fatal(err)
+	}
+	rsvc := story.Fixture(ns)
+	rsvc.Spec.Shards[0].Autoscaling = &routingv1alpha1.ShardAutoscaling{MaxReplicas: ptr.To(int32(10))}
+	if err := k8s.Create(ctx, rsvc); err != nil {
+		t.Fatal(err)
+	}
+	kit.WaitReady(t, ns, 60*time.Second)
+	story.Eventually(t, 10*time.Second, "both holders named, us-east at its spec size", func() error {
+		var list eventsv1.EventList
+		if err := k8s.List(ctx, &list, client.InNamespace(ns)); err != nil {
+			return err
+		}
+		named := map[string]bool{}
+		for _, e := range list.Items {
+			if e.Reason == "ScaleTargetConflict" && e.Type == corev1.EventTypeWarning {
+				for _, kind := range []string{"RoutingShard rs-a-us-east", "HorizontalPodAutoscaler rs-a-us-east"} {
+					if strings.Contains(e.Note, kind) {
+						named[kind] = true
+					}
+				}
+			}
+		}
+		if len(named) != 2 {
+			return fmt.Errorf("named %v: %v", named, kit.EventsFor(t, ns))
+		}
+		return kit.ServingIs(t, ns, story.AllV1)()
+	})
+	got, err := routingShard(t, ns, "us-east")
+	if err != nil || metav1.GetControllerOf(got) != nil || ptr.Deref(got.Spec.Replicas, 0) != 9 {
+		t.Errorf("their RoutingShard was changed: %+v (%v)", got, err)
+	}
+	h := &autoscalingv2.HorizontalPodAutoscaler{}
+	if err := k8s.Get(ctx, client.ObjectKeyFromObject(hpa), h); err != nil || metav1.GetControllerOf(h) != nil || h.Spec.MaxReplicas != 4 {
+		t.Errorf("their autoscaler was changed: %+v (%v)", h.Spec, err)
+	}
 }

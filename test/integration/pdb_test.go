@@ -11,6 +11,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -240,6 +241,13 @@ func TestPDBNameTakenIsLeftAlone(t *testing.T) {
 	if err := k8s.Create(ctx, theirs); err != nil {
 		t.Fatal(err)
 	}
+	// A second one: each holder gets an Event of its own (the recorder folds Events of one
+	// reason and action into one series, which showed only the first).
+	second := theirs.DeepCopy()
+	second.Name, second.ResourceVersion = "rs-a-ap-south", ""
+	if err := k8s.Create(ctx, second); err != nil {
+		t.Fatal(err)
+	}
 	if err := k8s.Create(ctx, story.Fixture(ns)); err != nil {
 		t.Fatal(err)
 	}
@@ -251,9 +259,21 @@ func TestPDBNameTakenIsLeftAlone(t *testing.T) {
 	if _, ok := budgets(t, ns)["rs-a-us-east"]; !ok {
 		t.Errorf("us-east has no budget")
 	}
-	story.Eventually(t, 5*time.Second, "a Warning Event", func() error {
-		if events := kit.EventsFor(t, ns); !strings.Contains(strings.Join(events, ","), "DisruptionBudgetConflict") {
-			return fmt.Errorf("events %v", events)
+	story.Eventually(t, 5*time.Second, "a Warning Event per holder", func() error {
+		var list eventsv1.EventList
+		if err := k8s.List(ctx, &list, client.InNamespace(ns)); err != nil {
+			return err
+		}
+		named := map[string]bool{}
+		for _, e := range list.Items {
+			for _, name := range []string{"rs-a-eu-west", "rs-a-ap-south"} {
+				if e.Reason == "DisruptionBudgetConflict" && strings.Contains(e.Note, "/"+name+":") {
+					named[name] = true
+				}
+			}
+		}
+		if len(named) != 2 {
+			return fmt.Errorf("holders named %v; events %v", named, kit.EventsFor(t, ns))
 		}
 		return nil
 	})
