@@ -235,3 +235,45 @@ func TestBrowserKeys(t *testing.T) {
 	open("the old key after a new run on the same port", base+"/", "closed")
 	open("the new run's URL", next.URL(), "live")
 }
+
+// An autoscaled shard's row says who sets its size and why a promotion holds a scale-down.
+func TestBrowserAutoscaledShard(t *testing.T) {
+	br := browser.Start(t, requireBrowser(), 2*time.Minute)
+	ctx, problems := br.Ctx, br.Problems
+	w := goldenWorld(t, "progressing")
+	ss := w.u.Object["status"].(map[string]any)["shards"].([]any)
+	ss[0].(map[string]any)["scaling"] = map[string]any{"routingShard": "rs-a-us-east", "desiredReplicas": int64(4), "scaledBy": "kube-controller-manager",
+		"held": "the scaler asks for 4 pods; the shard keeps the 7 its promotion started with until it has baked"}
+	if err := unstructuredSet(w, ss, "status", "shards"); err != nil {
+		t.Fatal(err)
+	}
+	r, err := toTyped(w.u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := buildService(w.u, r, w.objs, nil, nil, w.now)
+	d, base, _ := servePage(t, w, m)
+	t.Cleanup(func() { _ = chromedp.Do(ctx, chromedp.Navigate("about:blank")) })
+	v := m.View
+	err = chromedp.Do(ctx,
+		chromedp.Navigate(base+"/#key="+d.key),
+		chromedp.WaitVisible(chromedp.CSS(fmt.Sprintf(`tr.svc[data-state=%q][data-name=%q]`, v.State, v.Name))),
+		chromedp.Evaluate[chromedp.Void](fmt.Sprintf(`location.hash = %q`, "#/"+v.Namespace+"/"+v.Name)),
+		chromedp.WaitVisible(chromedp.CSS(`#shards tr[data-shard="us-east"] .scaling`)),
+	)
+	if err != nil {
+		t.Fatalf("detail: %v; page problems: %v", err, problems())
+	}
+	text := browser.Eval[string](t, br, `document.querySelector('#shards tr[data-shard="us-east"] .scaling').textContent`)
+	for _, want := range []string{"autoscaled by kube-controller-manager (RoutingShard rs-a-us-east)", "4 asked, held: the scaler asks for 4 pods"} {
+		if !strings.Contains(text, want) {
+			t.Errorf("us-east's scaling %q lacks %q", text, want)
+		}
+	}
+	if n := browser.Eval[int](t, br, `document.querySelectorAll('#shards .scaling').length`); n != 1 {
+		t.Errorf("%d shards say they are autoscaled, want 1", n)
+	}
+	if p := problems(); len(p) > 0 {
+		t.Errorf("page problems: %v", p)
+	}
+}
