@@ -208,16 +208,7 @@ func (s *scalingSync) routingShards(ctx context.Context, want []*routingv1alpha1
 			return err
 		}
 	}
-	for name, h := range have {
-		if desired[name] || h.DeletionTimestamp != nil || !metav1.IsControlledBy(h, s.rsvc) {
-			continue
-		}
-		log.Info("delete RoutingShard", "name", name)
-		if err := s.done("delete", "RoutingShard", name, s.r.Delete(ctx, h, client.Preconditions{UID: &h.UID})); err != nil {
-			return err
-		}
-	}
-	return nil
+	return deleteUnwanted(ctx, s, "RoutingShard", have, desired)
 }
 
 func (s *scalingSync) autoscalers(ctx context.Context, want []*autoscalingv2.HorizontalPodAutoscaler) error {
@@ -265,12 +256,19 @@ func (s *scalingSync) autoscalers(ctx context.Context, want []*autoscalingv2.Hor
 			return err
 		}
 	}
+	return deleteUnwanted(ctx, s, "HorizontalPodAutoscaler", have, desired)
+}
+
+// deleteUnwanted deletes the objects of have that this RoutingService controls and desired does
+// not name, with the observed UID as a precondition.
+func deleteUnwanted[T client.Object](ctx context.Context, s *scalingSync, kind string, have map[string]T, desired map[string]bool) error {
 	for name, h := range have {
-		if desired[name] || h.DeletionTimestamp != nil || !metav1.IsControlledBy(h, s.rsvc) {
+		if desired[name] || h.GetDeletionTimestamp() != nil || !metav1.IsControlledBy(h, s.rsvc) {
 			continue
 		}
-		log.Info("delete HorizontalPodAutoscaler", "name", name)
-		if err := s.done("delete", "HorizontalPodAutoscaler", name, s.r.Delete(ctx, h, client.Preconditions{UID: &h.UID})); err != nil {
+		logf.FromContext(ctx).Info("delete "+kind, "name", name)
+		uid := h.GetUID()
+		if err := s.done("delete", kind, name, s.r.Delete(ctx, h, client.Preconditions{UID: &uid})); err != nil {
 			return err
 		}
 	}
