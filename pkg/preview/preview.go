@@ -197,6 +197,7 @@ func (p *Preview) migration(live, next *routingv1alpha1.RoutingService) {
 }
 
 func (p *Preview) shards(live, next *routingv1alpha1.RoutingService) {
+	live, next = withScaledSizes(live, live), withScaledSizes(live, next)
 	liveShards := map[string]routingv1alpha1.ShardSpec{}
 	if live != nil {
 		for _, s := range live.Spec.Shards {
@@ -501,4 +502,36 @@ func retriedAttempt(live, next *routingv1alpha1.RoutingService) (int32, string) 
 		return live.Status.Schema.Attempt + 1, c.Reason
 	}
 	return 0, ""
+}
+
+// withScaledSizes returns r, or a copy of it in which each shard with spec.shards[].autoscaling
+// has the size its scaler set, as live's status reports it (status.shards[].replicas of a shard
+// with scaling): an autoscaled shard keeps that size whatever its spec.shards[].replicas says
+// (docs/autoscaling.md), so the plan neither scales it to the spec's number nor counts that
+// number as its pods. A shard the status reports no scaling for keeps its spec size.
+func withScaledSizes(live, r *routingv1alpha1.RoutingService) *routingv1alpha1.RoutingService {
+	if live == nil || r == nil {
+		return r
+	}
+	scaled := map[string]int32{}
+	for _, ss := range live.Status.Shards {
+		if ss.Scaling != nil {
+			scaled[ss.Name] = max(ss.Replicas, 0)
+		}
+	}
+	var out *routingv1alpha1.RoutingService
+	for i, s := range r.Spec.Shards {
+		n, ok := scaled[s.Name]
+		if s.Autoscaling == nil || !ok || n == s.Replicas {
+			continue
+		}
+		if out == nil {
+			out = r.DeepCopy()
+		}
+		out.Spec.Shards[i].Replicas = n
+	}
+	if out == nil {
+		return r
+	}
+	return out
 }

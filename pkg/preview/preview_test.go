@@ -397,3 +397,28 @@ func TestPlanOfAFixedFailedMigration(t *testing.T) {
 		t.Fatalf("the plan reads:\n%s", text)
 	}
 }
+
+// An autoscaled shard keeps the size its scaler set: a plan that leaves its spec.shards[].replicas
+// alone, or changes only that starting size, scales nothing; a re-roll replaces the pods it runs,
+// not the spec's number.
+func TestPlanKeepsAnAutoscaledShardsSize(t *testing.T) {
+	l := live(t)
+	l.Spec.Shards[0].Autoscaling = &routingv1alpha1.ShardAutoscaling{MaxReplicas: ptr.To(int32(20))}
+	l.Status.Shards = []routingv1alpha1.ShardStatus{{Name: l.Spec.Shards[0].Name, Replicas: 9,
+		Scaling: &routingv1alpha1.ShardScalingStatus{RoutingShard: "edge-" + l.Spec.Shards[0].Name, DesiredReplicas: ptr.To(int32(9)), ScaledBy: "kube-controller-manager"}}}
+	next := l.DeepCopy()
+	next.Status = routingv1alpha1.RoutingServiceStatus{}
+	next.Spec.Shards[0].Replicas = l.Spec.Shards[0].Replicas + 1 // the starting size only
+	p := Compute(l, next)
+	if sh := p.Shards[0]; sh.Action != "none" || sh.Replicas != 9 || sh.LiveReplicas != 9 {
+		t.Errorf("starting size changed: %+v, want no action at 9 pods", sh)
+	}
+	next.Spec.Template.Spec.Containers[0].Image = "registry.example/edge-router:v9"
+	p = Compute(l, next)
+	if sh := p.Shards[0]; sh.Action != "re-roll" || sh.Replicas != 9 || sh.Replaced != 9 {
+		t.Errorf("re-roll: %+v, want 9 pods replaced by 9", sh)
+	}
+	if sh := p.Shards[1]; sh.Replicas != l.Spec.Shards[1].Replicas {
+		t.Errorf("a shard without autoscaling: %+v", sh)
+	}
+}
