@@ -103,17 +103,18 @@ func run(t *testing.T, dir string, args ...string) string {
 	return string(out)
 }
 
-// The six alerts as rendered are valid rules (their expressions parse, their annotations'
+// The seven alerts as rendered are valid rules (their expressions parse, their annotations'
 // templates too), and they behave as testdata/rules_test.yaml says: a stall longer than `for`
 // fires and a shorter one does not; a migration past 80% of its deadline fires, one at 80% does
 // not; a dirty schema fires; a shard's first rollback (its counter served at 0, then 1) fires
-// for the window and then resolves; a manager with no target up fires after `for`; reconciles
-// that all fail fire, and requeues (with or without a few errors) do not.
+// for the window and then resolves; a shard whose autoscaler asks for its maximum for `for`
+// fires, one below it or there briefly does not; a manager with no target up fires after `for`;
+// reconciles that all fail fire, and requeues (with or without a few errors) do not.
 func TestPrometheusRule(t *testing.T) {
 	dir := t.TempDir()
 	rulesFile(t, dir, nil)
 	out := run(t, dir, "check", "rules", "rules.yaml")
-	if !strings.Contains(out, "SUCCESS: 6 rules found") {
+	if !strings.Contains(out, "SUCCESS: 7 rules found") {
 		t.Fatalf("promtool check rules:\n%s", out)
 	}
 	tests, err := os.ReadFile(filepath.Join("testdata", "rules_test.yaml"))
@@ -139,7 +140,7 @@ func TestPrometheusRuleValues(t *testing.T) {
 			"schemaDirty":           map[string]any{"enabled": false},
 		},
 	})
-	if out := run(t, dir, "check", "rules", "rules.yaml"); !strings.Contains(out, "SUCCESS: 5 rules found") {
+	if out := run(t, dir, "check", "rules", "rules.yaml"); !strings.Contains(out, "SUCCESS: 6 rules found") {
 		t.Fatalf("promtool check rules:\n%s", out)
 	}
 	b, _ := os.ReadFile(filepath.Join(dir, "rules.yaml"))
