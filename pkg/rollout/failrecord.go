@@ -76,6 +76,12 @@ func cutMessage(m string) string {
 	return strings.ToValidUTF8(m[:maxFailureMessage], "")
 }
 
+// recordable reports whether f's record reads back (decodeFailure) as f's revision and reason.
+func recordable(f *routingv1alpha1.RolloutFailure) bool {
+	g, _ := decodeFailure(encodeFailure(f, 0, ""))
+	return g != nil && g.Revision == f.Revision && g.Reason == f.Reason && g.Shard == f.Shard
+}
+
 // decodeFailure reads a record: nil when it is empty, too long, not JSON, lacks a revision, or
 // its reason is not a condition reason of at most 128 characters.
 func decodeFailure(v string) (*routingv1alpha1.RolloutFailure, *failureRecord) {

@@ -31,7 +31,13 @@ func (p *planner) matchTemplates() {
 		}
 		want := NewReplicaSet(p.rsvc, shard, p.update, 0).Spec.Template
 		if rs := set.byRev[p.update]; rs != nil {
-			if ok, diff := TemplateMatches(want, rs.Spec.Template); !ok {
+			ok, diff := TemplateMatches(want, rs.Spec.Template)
+			if ok && !schemaversion.Equal(RequiredSchema(rs), p.rsvc.Spec.Schema.Version) {
+				// The revision's hash covers its schema version, so its own ReplicaSet records
+				// that version; one that records another was not made for it (found by FuzzCompute).
+				ok, diff = false, fmt.Sprintf("it records schema %q, the revision requires %q", RequiredSchema(rs), p.rsvc.Spec.Schema.Version)
+			}
+			if !ok {
 				delete(set.byRev, p.update)
 				p.untrusted[rs] = true
 				p.conflict(shard.Name, routingv1alpha1.ReasonTemplateMismatch, fmt.Sprintf("ReplicaSet %s is labelled revision %s but runs another pod template (%s); it is not counted as the revision: delete it and schemagate creates it again",
@@ -119,7 +125,11 @@ func (p *planner) sanitizeStatus() {
 			ss.ProgressStartTime = &metav1.Time{Time: p.now}
 		}
 	}
-	if f := p.status.Failure; f != nil && (f.Reason == "" || f.Revision == "") {
+	if f := p.status.Failure; f != nil && (f.Reason == "" || f.Revision == "" || !recordable(f)) {
+		// A failure whose record would not read back (a reason that is no condition reason,
+		// bytes that are not UTF-8, an unbounded revision) would be written to every ReplicaSet
+		// as a record nothing trusts, and its reason would fail every status write (found by
+		// FuzzCompute).
 		p.status.Failure = nil
 	}
 	// Only schemagate's own condition types, once each: they are all set on every reconcile, so
