@@ -168,10 +168,7 @@ func (s *scalingSync) routingShards(ctx context.Context, want []*routingv1alpha1
 	if err := s.r.List(ctx, &list, ownedBy(s.rsvc.Namespace, s.rsvc.Name, nil)...); err != nil {
 		return fmt.Errorf("listing RoutingShards: %w", err)
 	}
-	have := map[string]*routingv1alpha1.RoutingShard{}
-	for i := range list.Items {
-		have[list.Items[i].Name] = &list.Items[i]
-	}
+	have := byName(list.Items)
 	desired := map[string]bool{}
 	for _, w := range want {
 		desired[w.Name] = true
@@ -217,10 +214,7 @@ func (s *scalingSync) autoscalers(ctx context.Context, want []*autoscalingv2.Hor
 	if err := s.r.List(ctx, &list, ownedBy(s.rsvc.Namespace, s.rsvc.Name, nil)...); err != nil {
 		return fmt.Errorf("listing HorizontalPodAutoscalers: %w", err)
 	}
-	have := map[string]*autoscalingv2.HorizontalPodAutoscaler{}
-	for i := range list.Items {
-		have[list.Items[i].Name] = &list.Items[i]
-	}
+	have := byName(list.Items)
 	desired := map[string]bool{}
 	for _, w := range want {
 		desired[w.Name] = true
@@ -257,6 +251,19 @@ func (s *scalingSync) autoscalers(ctx context.Context, want []*autoscalingv2.Hor
 		}
 	}
 	return deleteUnwanted(ctx, s, "HorizontalPodAutoscaler", have, desired)
+}
+
+// byName indexes a List's items by name.
+func byName[T any, PT interface {
+	*T
+	client.Object
+}](items []T) map[string]PT {
+	out := make(map[string]PT, len(items))
+	for i := range items {
+		o := PT(&items[i])
+		out[o.GetName()] = o
+	}
+	return out
 }
 
 // deleteUnwanted deletes the objects of have that this RoutingService controls and desired does
